@@ -1,0 +1,36 @@
+"""The stable fix ids shared by the rule catalog (diagnose) and the fix transforms (verify)."""
+
+from __future__ import annotations
+
+# id -> one-line meaning. verify implements a transform for VERIFIABLE ones; the rest it reports as
+# "not verifiable" rather than dropping them.
+FIX_IDS: dict[str, str] = {
+    "halve-batch": "halve the per-device batch and double gradient accumulation (effective batch kept)",
+    "gradient-checkpointing": "recompute activations in backward instead of storing them",
+    "bf16-autocast": "run forward/backward under bf16 autocast (mixed precision)",
+    "eval-no-grad": "run evaluation under torch.inference_mode()/no_grad",
+    "smaller-eval-batch": "lower the per-device evaluation batch",
+    "eval-accumulation-steps": "move eval predictions to the CPU every few steps",
+    "shorter-max-seq": "cap the maximum sequence length",
+    "expandable-segments": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "max-split-size": "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<N>",
+    "gc-threshold": "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:<f>",
+    "lighter-optimizer": "an optimizer with less state (8-bit AdamW, Adafactor, SGD)",
+    "raise-zero-stage": "shard more state: ZeRO stage 2 -> 3, or FSDP FULL_SHARD",
+    "cpu-offload": "offload optimizer states (and parameters) to CPU memory",
+    "more-gpus": "spread the sharded state over more GPUs",
+    "fused-cross-entropy": "a chunked/fused cross-entropy that never materialises full-vocab logits in fp32",
+    "free-other-process": "stop the other process on the GPU or pin the job to a free GPU",
+    "fix-leak": "stop keeping graph-holding tensors across steps (loss.item(), detach)",
+    "empty-cache-before-save": "gather the state dict shard by shard / on CPU when saving",
+    "lower-gpu-memory-utilization": "vLLM: lower gpu_memory_utilization or max_model_len",
+    "lower-num-generations": "RL: fewer generations per prompt or a smaller generation batch",
+    "more-host-ram": "give the job more host RAM or load with low_cpu_mem_usage / mmap",
+    "group-by-length": "sort/bucket samples by length or pack sequences to cap the longest batch",
+}
+
+VERIFIABLE: frozenset[str] = frozenset({
+    "halve-batch", "gradient-checkpointing", "bf16-autocast", "eval-no-grad", "smaller-eval-batch",
+    "shorter-max-seq", "expandable-segments", "max-split-size", "gc-threshold", "lighter-optimizer",
+    "raise-zero-stage", "cpu-offload", "more-gpus", "fused-cross-entropy",
+})
