@@ -27,6 +27,7 @@ FIX_IDS: dict[str, str] = {
     "lower-num-generations": "RL: fewer generations per prompt or a smaller generation batch",
     "more-host-ram": "give the job more host RAM or load with low_cpu_mem_usage / mmap",
     "group-by-length": "sort/bucket samples by length or pack sequences to cap the longest batch",
+    "no-preallocation": "JAX/TF: allocate on demand instead of preallocating most of the GPU",
 }
 
 VERIFIABLE: frozenset[str] = frozenset({

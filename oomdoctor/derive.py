@@ -1,0 +1,317 @@
+"""The facts layer: one OOM event and its run context flattened into named, documented facts for rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from oomdoctor.facts import Evidence, Facts, MemorySample, OOMEvent, RunContext
+
+FactType = Literal["bytes", "int", "float", "bool", "str"]
+
+# How many lines before an OOM an evaluation banner still counts as "just before" it.
+EVAL_BANNER_WINDOW_LINES = 400
+
+STACKS = (
+    "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl",
+    "torchtitan", "megatron", "vllm", "jax", "tensorflow",
+)
+
+CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
+    "per_device_train_batch_size": ("int", "micro-batch per GPU for training"),
+    "per_device_eval_batch_size": ("int", "micro-batch per GPU for evaluation"),
+    "gradient_accumulation_steps": ("int", "micro-batches accumulated per optimizer step"),
+    "gradient_checkpointing": ("bool", "activation checkpointing on"),
+    "bf16": ("bool", "bf16 mixed precision on"),
+    "fp16": ("bool", "fp16 mixed precision on"),
+    "max_seq_length": ("int", "longest sequence the run allows (tokens)"),
+    "eval_steps": ("int", "evaluate every N steps"),
+    "save_steps": ("int", "save a checkpoint every N steps"),
+    "zero_stage": ("int", "DeepSpeed ZeRO stage"),
+    "num_generations": ("int", "RL: completions generated per prompt"),
+    "world_size": ("int", "number of ranks"),
+    "model_name": ("str", "model name or path as printed"),
+    "optimizer": ("str", "optimizer name as printed"),
+    "lora": ("bool", "LoRA / PEFT adapters in use"),
+    "offload": ("bool", "optimizer/parameter offload to CPU on"),
+}
+
+# Every fact a rule may name: name -> (type, meaning). Unknown values are None, never guessed.
+FACTS: dict[str, tuple[FactType, str]] = {
+    # the event as printed
+    "kind": ("str", "event kind: cuda_oom, cuda_error, cublas, nccl, hip_oom, mps_oom, xpu_oom, xla_oom, tf_oom, host_oom, kv_cache"),
+    "phase": ("str", "train, eval, generate, save, init or unknown"),
+    "step": ("int", "training step at failure"),
+    "rank": ("int", "distributed rank of the failing process"),
+    "gpu_index": ("int", "GPU index printed in the message"),
+    "fatal": ("bool", "the failure ended the run (NCCL warnings may not)"),
+    "era": ("str", "message-format era, e.g. 2.2-2.8"),
+    "root_cause": ("bool", "torchelastic named this rank as the first failure"),
+    "requested_bytes": ("bytes", "'Tried to allocate': the segment the allocator asked for"),
+    "total_bytes": ("bytes", "device total capacity"),
+    "free_bytes": ("bytes", "device free memory after the allocator flushed its cache"),
+    "allocated_bytes": ("bytes", "memory held by live PyTorch tensors"),
+    "reserved_bytes": ("bytes", "memory reserved by the caching allocator (allocated + cached)"),
+    "reserved_unallocated_bytes": ("bytes", "reserved but unallocated after the flush: fragmentation"),
+    "process_in_use_bytes": ("bytes", "NVML: everything the failing process holds (incl. CUDA context)"),
+    "allowed_bytes": ("bytes", "per-process cap (set_per_process_memory_fraction, MPS max allowed)"),
+    "private_pools_bytes": ("bytes", "cached memory in CUDA-graph private pools"),
+    # derived from the figures
+    "free_fraction": ("float", "free / total"),
+    "allocated_fraction_of_total": ("float", "allocated / total"),
+    "reserved_fraction_of_total": ("float", "reserved / total"),
+    "reserved_unallocated_fraction_of_total": ("float", "reserved-but-unallocated / total"),
+    "reserved_unallocated_over_requested": ("float", "reserved-but-unallocated / requested"),
+    "requested_fraction_of_total": ("float", "requested / total"),
+    "requested_over_free": ("float", "requested / free"),
+    "allowed_fraction_of_total": ("float", "per-process cap / total"),
+    "other_processes_bytes": ("bytes", "sum of other processes' NVML usage (0 when NVML listed none)"),
+    "other_processes_count": ("int", "other processes NVML listed on the GPU"),
+    "other_processes_fraction_of_total": ("float", "other processes' usage / total"),
+    "non_pytorch_bytes": ("bytes", "this process beyond the allocator: CUDA context, cuBLAS, NCCL, ..."),
+    "non_pytorch_fraction_of_total": ("float", "non_pytorch_bytes / total"),
+    "outside_pytorch_bytes": ("bytes", "total - free - reserved: memory on the GPU not reserved by this PyTorch"),
+    "outside_pytorch_fraction": ("float", "outside_pytorch_bytes / total"),
+    # the event among the others
+    "event_count": ("int", "OOM events in the same source"),
+    "failing_ranks": ("int", "distinct ranks that hit an OOM in the same source"),
+    "is_first_step": ("bool", "the failure came at step 0 or 1"),
+    "step_is_eval_multiple": ("bool", "step is a multiple of eval_steps"),
+    "step_is_save_multiple": ("bool", "step is a multiple of save_steps"),
+    "eval_banner_before_oom": ("bool", "an evaluation banner within EVAL_BANNER_WINDOW_LINES lines before the OOM"),
+    # allocator configuration
+    "expandable_segments": ("bool", "PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True (None when not printed)"),
+    "alloc_conf_printed": ("bool", "the log shows the allocator configuration"),
+    # memory over steps
+    "memory_samples": ("int", "per-step memory lines before the OOM"),
+    "memory_first_allocated_bytes": ("bytes", "allocated (or peak) memory at the first sample"),
+    "memory_last_allocated_bytes": ("bytes", "allocated (or peak) memory at the last sample"),
+    "memory_growth_bytes_per_step": ("float", "least-squares slope of memory over steps"),
+    "memory_growth_total_bytes": ("bytes", "last sample - first sample"),
+    "memory_growth_fraction": ("float", "growth over the samples / first sample"),
+    "memory_monotonic": ("bool", "memory never fell between samples"),
+    # configuration derived
+    "tokens_per_micro_batch": ("int", "per_device_train_batch_size * max_seq_length"),
+    "mixed_precision": ("bool", "bf16 or fp16 on"),
+    "optimizer_is_adam": ("bool", "the optimizer is an Adam variant (two fp32 states per parameter unless 8-bit)"),
+    "optimizer_is_8bit": ("bool", "the optimizer keeps 8-bit states"),
+    "stacks_known": ("bool", "the log names at least one training stack"),
+    **CONFIG_FACTS,
+    **{f"stack_{s}": ("bool", f"the log shows {s} in use") for s in STACKS},
+}
+
+# Facts computed from figures: when a source figure is implausible, so is the derived one.
+_DEPENDS: dict[str, tuple[str, ...]] = {
+    "free_fraction": ("free_bytes", "total_bytes"),
+    "allocated_fraction_of_total": ("allocated_bytes", "total_bytes"),
+    "reserved_fraction_of_total": ("reserved_bytes", "total_bytes"),
+    "reserved_unallocated_fraction_of_total": ("reserved_unallocated_bytes", "total_bytes"),
+    "reserved_unallocated_over_requested": ("reserved_unallocated_bytes", "requested_bytes"),
+    "requested_fraction_of_total": ("requested_bytes", "total_bytes"),
+    "requested_over_free": ("requested_bytes", "free_bytes"),
+    "allowed_fraction_of_total": ("allowed_bytes", "total_bytes"),
+    "other_processes_bytes": ("other_processes",),
+    "other_processes_fraction_of_total": ("other_processes", "total_bytes"),
+    "non_pytorch_bytes": ("process_in_use_bytes", "reserved_bytes"),
+    "non_pytorch_fraction_of_total": ("process_in_use_bytes", "reserved_bytes", "total_bytes"),
+    "outside_pytorch_bytes": ("total_bytes", "free_bytes", "reserved_bytes"),
+    "outside_pytorch_fraction": ("total_bytes", "free_bytes", "reserved_bytes"),
+}
+
+_FIGURES = (
+    "requested_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes",
+    "reserved_unallocated_bytes", "process_in_use_bytes", "allowed_bytes", "private_pools_bytes",
+)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Named facts for one event, the evidence behind each, and which ones must not be trusted."""
+
+    values: dict[str, Any]
+    evidence: dict[str, tuple[Evidence, ...]]
+    implausible: frozenset[str] = field(default_factory=frozenset)
+    event: OOMEvent | None = None
+    run: RunContext | None = None
+
+
+def run_for(facts: Facts, event: OOMEvent) -> RunContext | None:
+    """The run context printed in the same source as the event (the event's run when several)."""
+    runs = [r for r in facts.runs if r.source == event.source]
+    if not runs:
+        return None
+    return runs[event.run] if event.run < len(runs) else runs[0]
+
+
+def _ratio(a: int | float | None, b: int | float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def _event_line(event: OOMEvent) -> Evidence:
+    first = event.message.strip().splitlines()[0] if event.message.strip() else event.kind
+    return Evidence(source=event.source, line=event.line, text=first[:400])
+
+
+def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    line = (_event_line(event),)
+    for name in _FIGURES:
+        out[name] = getattr(event, name)
+        ev[name] = (event.evidence[name],) if name in event.evidence else line
+    for name in ("kind", "fatal", "era", "root_cause", "rank", "gpu_index", "phase", "step"):
+        out[name] = getattr(event, name)
+        ev[name] = (event.evidence[name],) if name in event.evidence else line
+    if out["phase"] == "unknown":
+        out["phase"] = None  # unknown, so comparisons on it stay unknown
+    total, free, reserved = event.total_bytes, event.free_bytes, event.reserved_bytes
+    others = sum(p.bytes for p in event.other_processes) if event.other_processes else None
+    if others is None and event.process_in_use_bytes is not None:
+        others = 0  # NVML answered and listed nobody else
+    out.update({
+        "free_fraction": _ratio(free, total),
+        "allocated_fraction_of_total": _ratio(event.allocated_bytes, total),
+        "reserved_fraction_of_total": _ratio(reserved, total),
+        "reserved_unallocated_fraction_of_total": _ratio(event.reserved_unallocated_bytes, total),
+        "reserved_unallocated_over_requested": _ratio(event.reserved_unallocated_bytes, event.requested_bytes),
+        "requested_fraction_of_total": _ratio(event.requested_bytes, total),
+        "requested_over_free": _ratio(event.requested_bytes, free),
+        "allowed_fraction_of_total": _ratio(event.allowed_bytes, total),
+        "other_processes_bytes": others,
+        "other_processes_count": len(event.other_processes) if others is not None else None,
+        "other_processes_fraction_of_total": _ratio(others, total),
+        "non_pytorch_bytes": None if event.process_in_use_bytes is None or reserved is None
+        else event.process_in_use_bytes - reserved,
+        "outside_pytorch_bytes": None if None in (total, free, reserved) else total - free - reserved,
+    })
+    out["outside_pytorch_fraction"] = _ratio(out["outside_pytorch_bytes"], total)
+    out["non_pytorch_fraction_of_total"] = _ratio(out["non_pytorch_bytes"], total)
+    for name in _DEPENDS:
+        ev[name] = line
+
+
+def _implausible(event: OOMEvent) -> frozenset[str]:
+    bad = set(event.implausible)
+    if any(p.bytes >= 2**50 for p in event.other_processes):
+        bad.add("other_processes")
+    for name, sources in _DEPENDS.items():
+        if bad.intersection(sources):
+            bad.add(name)
+    return frozenset(bad)
+
+
+def _siblings(facts: Facts, event: OOMEvent, out: dict[str, Any]) -> None:
+    same = [e for e in facts.events if e.source == event.source and e.run == event.run]
+    out["event_count"] = len(same)
+    ranks = {e.rank for e in same if e.rank is not None}
+    out["failing_ranks"] = len(ranks) if ranks else (1 if same else None)
+
+
+def _config(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    config = run.config if run else {}
+    for key in CONFIG_FACTS:
+        value = config.get(key)
+        out[key] = value.value if value is not None else None
+        if value is not None:
+            ev[key] = (value.evidence,)
+    stacks_value = config.get("stacks")
+    stacks = list(stacks_value.value) if stacks_value is not None and stacks_value.value else []
+    for stack in STACKS:
+        out[f"stack_{stack}"] = stack in stacks
+        if stacks_value is not None and stack in stacks:
+            ev[f"stack_{stack}"] = (stacks_value.evidence,)
+    out["stacks_known"] = bool(stacks)
+    bs, seq = out["per_device_train_batch_size"], out["max_seq_length"]
+    out["tokens_per_micro_batch"] = bs * seq if isinstance(bs, int) and isinstance(seq, int) else None
+    ev["tokens_per_micro_batch"] = ev.get("per_device_train_batch_size", ()) + ev.get("max_seq_length", ())
+    bf16, fp16 = out["bf16"], out["fp16"]
+    out["mixed_precision"] = True if (bf16 or fp16) else (False if bf16 is False or fp16 is False else None)
+    ev["mixed_precision"] = ev.get("bf16", ()) + ev.get("fp16", ())
+    opt = str(out["optimizer"]).lower() if out["optimizer"] is not None else None
+    out["optimizer_is_adam"] = None if opt is None else "adam" in opt
+    out["optimizer_is_8bit"] = None if opt is None else any(t in opt for t in ("8bit", "bnb", "int8"))
+    ev["optimizer_is_adam"] = ev["optimizer_is_8bit"] = ev.get("optimizer", ())
+
+
+def _alloc_conf(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    conf = run.alloc_conf if run else None
+    out["alloc_conf_printed"] = conf is not None
+    if conf is None:
+        out["expandable_segments"] = None
+        return
+    text = str(conf.value).replace(" ", "").lower()
+    out["expandable_segments"] = "expandable_segments:true" in text
+    ev["expandable_segments"] = ev["alloc_conf_printed"] = (conf.evidence,)
+
+
+def _multiples(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    step = out["step"]
+    out["is_first_step"] = None if step is None else step in (0, 1)
+    ev["is_first_step"] = ev["step"]
+    for flag, every in (("step_is_eval_multiple", "eval_steps"), ("step_is_save_multiple", "save_steps")):
+        n = out[every]
+        ok = isinstance(step, int) and isinstance(n, int) and n > 0 and step > 0
+        out[flag] = (step % n == 0) if ok else None
+        ev[flag] = ev["step"] + ev.get(every, ())
+
+
+def _eval_banner(event: OOMEvent, run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    if run is None:
+        out["eval_banner_before_oom"] = None
+        return
+    near = [e for e in run.eval_lines if event.line - EVAL_BANNER_WINDOW_LINES <= e.line <= event.line]
+    out["eval_banner_before_oom"] = bool(near)
+    if near:
+        ev["eval_banner_before_oom"] = (near[-1],)
+
+
+def _slope(points: list[tuple[int, int]]) -> float:
+    n = len(points)
+    mx = sum(p[0] for p in points) / n
+    my = sum(p[1] for p in points) / n
+    var = sum((p[0] - mx) ** 2 for p in points)
+    return 0.0 if var == 0 else sum((p[0] - mx) * (p[1] - my) for p in points) / var
+
+
+def _sample_bytes(s: MemorySample) -> int | None:
+    return s.allocated_bytes if s.allocated_bytes is not None else s.max_allocated_bytes
+
+
+def _memory(event: OOMEvent, run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    samples = [s for s in (run.memory if run else ()) if s.evidence.line <= event.line]
+    points = [(s.step, b) for s in samples if s.step is not None and (b := _sample_bytes(s)) is not None]
+    out["memory_samples"] = len(samples) if run else None
+    keys = ("memory_first_allocated_bytes", "memory_last_allocated_bytes", "memory_growth_bytes_per_step",
+            "memory_growth_total_bytes", "memory_growth_fraction", "memory_monotonic")
+    for key in keys:
+        out[key] = None
+    if not points:
+        return
+    with_bytes = [s for s in samples if s.step is not None and _sample_bytes(s) is not None]
+    first, last = points[0][1], points[-1][1]
+    out["memory_first_allocated_bytes"], out["memory_last_allocated_bytes"] = first, last
+    span = (with_bytes[0].evidence, with_bytes[-1].evidence)
+    for key in keys:
+        ev[key] = span
+    if len(points) < 3:
+        return
+    out["memory_growth_bytes_per_step"] = _slope(points)
+    out["memory_growth_total_bytes"] = last - first
+    out["memory_growth_fraction"] = _ratio(last - first, first)
+    out["memory_monotonic"] = all(b >= a for (_, a), (_, b) in zip(points, points[1:]))
+
+
+def derive(facts: Facts, index: int) -> Derived:
+    """Flatten event `index` of `facts` (with its run context) into the facts named in FACTS."""
+    event = facts.events[index]
+    run = run_for(facts, event)
+    out: dict[str, Any] = {}
+    ev: dict[str, tuple[Evidence, ...]] = {}
+    _figures(event, out, ev)
+    _siblings(facts, event, out)
+    _config(run, out, ev)
+    _alloc_conf(run, out, ev)
+    _multiples(out, ev)
+    _eval_banner(event, run, out, ev)
+    _memory(event, run, out, ev)
+    missing = set(FACTS) - set(out)
+    assert not missing, f"derive forgot facts: {sorted(missing)}"
+    return Derived(values=out, evidence=ev, implausible=_implausible(event), event=event, run=run)

@@ -1,0 +1,298 @@
+"""Fix ids made concrete for the user's stack: env vars, config keys and snippets, with the expected effect."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from oomdoctor.derive import Derived
+from oomdoctor.diagnosis import Fix
+from oomdoctor.fixids import FIX_IDS, VERIFIABLE
+from oomdoctor.units import MIB, format_bytes
+
+Changes = dict[str, Any]
+Builder = Callable[[Derived], tuple[Changes, str | None]]
+
+# Sections of `changes`, and the stack each belongs to. Sections of no stack are kept whatever the stack.
+SECTION_STACK = {
+    "training_args": ("hf_trainer", "trl"),
+    "accelerate_config": ("accelerate", "fsdp"),
+    "deepspeed_json": ("deepspeed",),
+    "axolotl_yaml": ("axolotl",),
+    "llama_factory_yaml": ("llama_factory",),
+    "lightning_trainer": ("lightning",),
+    "megatron_args": ("megatron",),
+    "torchtitan_toml": ("torchtitan",),
+    "vllm_args": ("vllm",),
+}
+# Stacks that wrap HF TrainingArguments: their own config file is what the user edits.
+WRAPPERS = ("axolotl", "llama_factory")
+
+
+def _v(d: Derived, key: str) -> Any:
+    return d.values.get(key)
+
+
+def _stacks(d: Derived) -> set[str]:
+    return {k.removeprefix("stack_") for k, v in d.values.items() if k.startswith("stack_") and v}
+
+
+def _select(changes: Changes, d: Derived) -> Changes:
+    """Keep the sections for the detected stacks; with none detected, HF TrainingArguments and code."""
+    stacks = _stacks(d)
+    if stacks & set(WRAPPERS):
+        stacks -= {"hf_trainer", "trl"}
+    keep = {s for s, owners in SECTION_STACK.items() if stacks.intersection(owners)}
+    if not keep & changes.keys():
+        keep |= {"training_args"} if not stacks else set()
+    out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}
+    if keep & changes.keys() and "code" in out and len(out) > 1:
+        out.pop("code")  # the config key says it; the snippet is for stacks without one
+    return out or changes
+
+
+def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
+    bs, ga = _v(d, "per_device_train_batch_size"), _v(d, "gradient_accumulation_steps") or 1
+    if isinstance(bs, int) and bs > 1:
+        new_bs = bs // 2
+        new_ga = ga * bs // new_bs if (ga * bs) % new_bs == 0 else ga * 2
+        effect = f"effective batch kept at {bs * ga} per GPU ({new_bs} × {new_ga}); activation memory roughly halves"
+    else:
+        new_bs, new_ga = "<half of the current micro-batch>", "<double the current value>"
+        effect = "activation memory roughly halves; effective batch kept"
+        if bs == 1:
+            effect = "the micro-batch is already 1: shorten sequences or checkpoint activations instead"
+    req = _v(d, "requested_bytes")
+    if req and _v(d, "phase") in ("train", None) and isinstance(bs, int) and bs > 1:
+        effect += f"; the failing {format_bytes(req)} request would be ≈ {format_bytes(req // 2)}"
+    changes = {
+        "training_args": {"per_device_train_batch_size": new_bs, "gradient_accumulation_steps": new_ga},
+        "deepspeed_json": {"train_micro_batch_size_per_gpu": new_bs, "gradient_accumulation_steps": new_ga},
+        "axolotl_yaml": {"micro_batch_size": new_bs, "gradient_accumulation_steps": new_ga},
+        "llama_factory_yaml": {"per_device_train_batch_size": new_bs, "gradient_accumulation_steps": new_ga},
+        "lightning_trainer": {"DataLoader(batch_size=)": new_bs, "accumulate_grad_batches": new_ga},
+        "megatron_args": {"--micro-batch-size": new_bs},
+        "torchtitan_toml": {"training.local_batch_size": new_bs},
+    }
+    if _stacks(d) & {"hf_trainer", "trl", "accelerate"}:
+        changes.pop("deepspeed_json")  # HF passes "auto" through to DeepSpeed
+    return changes, effect
+
+
+def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "training_args": {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}},
+        "accelerate_config": {"fsdp_config.fsdp_activation_checkpointing": True},
+        "axolotl_yaml": {"gradient_checkpointing": True},
+        "llama_factory_yaml": {"disable_gradient_checkpointing": False},
+        "lightning_trainer": {"code": "model.gradient_checkpointing_enable()  # or torch.utils.checkpoint in your blocks"},
+        "megatron_args": {"--recompute-granularity": "selective"},
+        "torchtitan_toml": {"activation_checkpoint.mode": "selective"},
+        "code": "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})",
+    }, "stored activations drop to about one layer's worth plus layer inputs; ~20-30% more compute"
+
+
+def _bf16(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "training_args": {"bf16": True},
+        "deepspeed_json": {"bf16.enabled": True},
+        "axolotl_yaml": {"bf16": True},
+        "llama_factory_yaml": {"bf16": True},
+        "lightning_trainer": {"precision": "bf16-mixed"},
+        "megatron_args": {"--bf16": True},
+        "torchtitan_toml": {"training.mixed_precision_param": "bfloat16"},
+        "code": "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = model(**batch).loss",
+    }, "activations stored in 2 bytes instead of 4: roughly half the activation memory"
+
+
+def _eval_no_grad(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "lightning_trainer": {"inference_mode": True},
+        "code": "model.eval()\nwith torch.inference_mode():\n    outputs = model(**batch)",
+    }, "evaluation keeps no autograd graph: only the current batch's activations stay alive"
+
+
+def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
+    ebs = _v(d, "per_device_eval_batch_size")
+    new = max(1, ebs // 2) if isinstance(ebs, int) else 1
+    return {
+        "training_args": {"per_device_eval_batch_size": new},
+        "axolotl_yaml": {"eval_batch_size": new},
+        "llama_factory_yaml": {"per_device_eval_batch_size": new},
+        "lightning_trainer": {"val DataLoader(batch_size=)": new},
+    }, (f"evaluation batch {ebs} → {new}: eval activations and logits shrink by {ebs / new:.0f}×"
+        if isinstance(ebs, int) and ebs > new else "evaluation activations and logits shrink with the batch")
+
+
+def _eval_accumulation(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True},
+        "axolotl_yaml": {"eval_accumulation_steps": 4},
+        "llama_factory_yaml": {"eval_accumulation_steps": 4},
+        "code": "def preprocess_logits_for_metrics(logits, labels):\n    return logits.argmax(-1)  # keep ids, not full-vocab logits",
+    }, "predictions move to the CPU every few eval steps instead of piling up on the GPU"
+
+
+def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
+    seq = _v(d, "max_seq_length")
+    new = seq // 2 if isinstance(seq, int) and seq > 1 else "<shorter length>"
+    return {
+        "training_args": {"max_length": new},
+        "axolotl_yaml": {"sequence_len": new},
+        "llama_factory_yaml": {"cutoff_len": new},
+        "torchtitan_toml": {"training.seq_len": new},
+        "megatron_args": {"--seq-length": new},
+    }, (f"sequence cap {seq} → {new}: activations at least halve (attention scores fall 4× without flash attention)"
+        if isinstance(new, int) else "activations shrink at least linearly with the sequence length")
+
+
+def _alloc_env(d: Derived, setting: str) -> Changes:
+    era = _v(d, "era") or ""
+    name = "PYTORCH_ALLOC_CONF" if era.startswith("2.9") else "PYTORCH_CUDA_ALLOC_CONF"
+    return {"env": {name: setting}}
+
+
+def _expandable(d: Derived) -> tuple[Changes, str | None]:
+    ru = _v(d, "reserved_unallocated_bytes")
+    effect = f"up to {format_bytes(ru)} of cached-but-unusable memory becomes usable" if ru else \
+        "cached segments grow in place instead of fragmenting"
+    return _alloc_env(d, "expandable_segments:True"), effect
+
+
+def _max_split(d: Derived) -> tuple[Changes, str | None]:
+    req = _v(d, "requested_bytes") or 0
+    mb = 512 if req >= 512 * MIB else 128
+    return _alloc_env(d, f"max_split_size_mb:{mb}"), f"blocks over {mb} MiB are never split, so large requests find whole blocks"
+
+
+def _gc_threshold(d: Derived) -> tuple[Changes, str | None]:
+    return _alloc_env(d, "garbage_collection_threshold:0.8"), "cached blocks are reclaimed before the cache fills"
+
+
+def _lighter_opt(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "training_args": {"optim": "adamw_bnb_8bit"},
+        "axolotl_yaml": {"optimizer": "adamw_bnb_8bit"},
+        "llama_factory_yaml": {"optim": "adamw_bnb_8bit"},
+        "code": "import bitsandbytes as bnb\noptimizer = bnb.optim.AdamW8bit(model.parameters(), lr=lr)",
+    }, "AdamW state falls from 8 to 2 bytes per trainable parameter"
+
+
+def _raise_zero(d: Derived) -> tuple[Changes, str | None]:
+    stage = _v(d, "zero_stage")
+    new = min(3, stage + 1) if isinstance(stage, int) else 3
+    world = _v(d, "world_size")
+    effect = f"ZeRO {stage} → {new}: sharded state per GPU divides by {world}" if isinstance(world, int) and isinstance(stage, int) \
+        else "optimizer states, gradients (and at stage 3 parameters) are split across GPUs"
+    return {
+        "deepspeed_json": {"zero_optimization.stage": new},
+        "accelerate_config": {"fsdp_config.fsdp_sharding_strategy": "FULL_SHARD"},
+        "training_args": {"fsdp": "full_shard auto_wrap"},
+        "lightning_trainer": {"strategy": "fsdp"},
+    }, effect
+
+
+def _offload(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "deepspeed_json": {"zero_optimization.offload_optimizer.device": "cpu",
+                           "zero_optimization.offload_param.device": "cpu"},
+        "accelerate_config": {"fsdp_config.fsdp_offload_params": True},
+        "training_args": {"fsdp": "full_shard offload auto_wrap"},
+        "axolotl_yaml": {"deepspeed": "deepspeed_configs/zero3_bf16_cpuoffload_all.json"},
+    }, "optimizer states (and parameters) live in host RAM; steps get slower"
+
+
+def _more_gpus(d: Derived) -> tuple[Changes, str | None]:
+    world = _v(d, "world_size")
+    return {"shell": f"torchrun --nproc_per_node={2 * world if isinstance(world, int) else '<more GPUs>'} ..."}, \
+        (f"{world} → {2 * world} ranks: sharded states per GPU halve" if isinstance(world, int) else None)
+
+
+def _fused_ce(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "training_args": {"use_liger_kernel": True},
+        "axolotl_yaml": {"plugins": ["axolotl.integrations.liger.LigerPlugin"], "liger_fused_linear_cross_entropy": True},
+        "llama_factory_yaml": {"enable_liger_kernel": True},
+        "torchtitan_toml": {"training.loss_chunks": 8},
+        "code": "from liger_kernel.transformers import apply_liger_kernel_to_llama\napply_liger_kernel_to_llama()",
+    }, "full-vocab fp32 logits (batch × seq × vocab × 4 bytes) are never materialised"
+
+
+def _free_other(d: Derived) -> tuple[Changes, str | None]:
+    others = _v(d, "other_processes_bytes")
+    return {"shell": "nvidia-smi --query-compute-apps=pid,used_memory --format=csv  # then stop it, or\n"
+                     "CUDA_VISIBLE_DEVICES=<a free GPU> python train.py ..."}, \
+        (f"{format_bytes(others)} held by other processes comes back" if others else None)
+
+
+def _fix_leak(d: Derived) -> tuple[Changes, str | None]:
+    slope = _v(d, "memory_growth_bytes_per_step")
+    return {"code": "running_loss += loss.item()          # not `+= loss` (keeps every step's graph)\n"
+                    "history.append(outputs.logits.detach().cpu())  # not the GPU tensor"}, \
+        (f"stops the growth of ≈ {format_bytes(int(slope))} per step" if slope and slope > 0 else None)
+
+
+def _save(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "deepspeed_json": {"zero_optimization.stage3_gather_16bit_weights_on_model_save": False},
+        "accelerate_config": {"fsdp_config.fsdp_state_dict_type": "SHARDED_STATE_DICT"},
+        "training_args": {"save_only_model": True},
+        "code": "torch.cuda.empty_cache()\nstate = {k: v.cpu() for k, v in model.state_dict().items()}\ntorch.save(state, path)",
+    }, "the full state dict is never gathered on one GPU at once"
+
+
+def _vllm_util(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "vllm_args": {"gpu_memory_utilization": 0.8, "max_model_len": "<shorter>", "max_num_seqs": "<fewer>"},
+        "training_args": {"vllm_gpu_memory_utilization": 0.3},
+    }, "vLLM reserves less of the GPU for weights + KV cache, leaving room for the rest"
+
+
+def _fewer_generations(d: Derived) -> tuple[Changes, str | None]:
+    n, bs = _v(d, "num_generations"), _v(d, "per_device_train_batch_size")
+    new = max(2, n // 2) if isinstance(n, int) else "<fewer>"
+    effect = None
+    if isinstance(n, int) and isinstance(bs, int):
+        effect = f"completions per step {n} × {bs} = {n * bs} → {new} × {bs} = {new * bs if isinstance(new, int) else '?'}"
+    return {"training_args": {"num_generations": new, "generation_batch_size": "<a multiple of num_generations>"}}, effect
+
+
+def _host_ram(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "code": "model = AutoModelForCausalLM.from_pretrained(name, low_cpu_mem_usage=True, torch_dtype=torch.bfloat16)",
+        "shell": "#SBATCH --mem=<more>   # or docker run --memory / --shm-size",
+    }, "peak host RAM while loading falls to about one copy of the weights"
+
+
+def _group_by_length(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "training_args": {"group_by_length": True},
+        "axolotl_yaml": {"sample_packing": True},
+        "llama_factory_yaml": {"packing": True},
+    }, "batches of similar length: the longest batch no longer sets the peak"
+
+
+def _no_prealloc(d: Derived) -> tuple[Changes, str | None]:
+    return {"env": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5",
+                    "TF_FORCE_GPU_ALLOW_GROWTH": "true"}}, "the framework allocates on demand instead of grabbing most of the GPU"
+
+
+BUILDERS: dict[str, Builder] = {
+    "halve-batch": _halve_batch, "gradient-checkpointing": _checkpointing, "bf16-autocast": _bf16,
+    "eval-no-grad": _eval_no_grad, "smaller-eval-batch": _smaller_eval_batch,
+    "eval-accumulation-steps": _eval_accumulation, "shorter-max-seq": _shorter_seq,
+    "expandable-segments": _expandable, "max-split-size": _max_split, "gc-threshold": _gc_threshold,
+    "lighter-optimizer": _lighter_opt, "raise-zero-stage": _raise_zero, "cpu-offload": _offload,
+    "more-gpus": _more_gpus, "fused-cross-entropy": _fused_ce, "free-other-process": _free_other,
+    "fix-leak": _fix_leak, "empty-cache-before-save": _save, "lower-gpu-memory-utilization": _vllm_util,
+    "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
+    "no-preallocation": _no_prealloc,
+}
+
+
+def build_fix(fix_id: str, d: Derived) -> Fix:
+    """The fix `fix_id` for the stack and figures of one event."""
+    builder = BUILDERS.get(fix_id)
+    changes, effect = builder(d) if builder else ({}, None)
+    return Fix(id=fix_id, title=FIX_IDS[fix_id], changes=_select(changes, d), effect=effect,
+               verifiable=fix_id in VERIFIABLE)

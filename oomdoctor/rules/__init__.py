@@ -1,0 +1,1 @@
+"""Rules as data: YAML rule files, their schema and loader, the engine that ranks diagnoses, and `oomdoctor rules`."""

@@ -1,0 +1,39 @@
+"""Sandboxed jinja2 rendering of rule messages: strict about unknown names, no code execution."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, meta
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from oomdoctor.units import format_bytes
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "?"
+    return f"{100 * x:.1f}%" if abs(x) < 0.1 else f"{100 * x:.0f}%"
+
+
+def _num(x: float | int | None, digits: int = 2) -> str:
+    if x is None:
+        return "?"
+    return f"{x:,}" if isinstance(x, int) else f"{x:.{digits}f}"
+
+
+ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+ENV.filters.update({"bytes": format_bytes, "pct": _pct, "num": _num})
+
+
+def names_in(source: str) -> set[str]:
+    """Variables a template reads (raises jinja2.TemplateSyntaxError on bad syntax)."""
+    return meta.find_undeclared_variables(ENV.parse(source))
+
+
+def render(source: str, values: dict[str, Any]) -> str:
+    """Render a rule message with the event's facts; the result is plain text, one paragraph."""
+    return " ".join(ENV.from_string(source).render(**values).split())
+
+
+__all__ = ["ENV", "TemplateSyntaxError", "names_in", "render"]
