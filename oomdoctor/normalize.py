@@ -1,0 +1,83 @@
+"""Turn raw log lines into clean text: no ANSI codes, no progress-bar redraws, no rank or logging prefixes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+ANSI = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+# Rank prefixes a launcher puts before each line of a worker (the rank is recorded).
+RANK_PREFIX = regex.compile(
+    r"""^(?:
+        \[(?:rank|default)(?P<r1>\d{1,5})\]:\s?          # torchrun: [rank3]: / --tee: [default3]:
+      | rank(?P<r2>\d{1,5}):\s                           # rank3: text
+      | \[\d+,(?P<r3>\d{1,5})\]<std(?:out|err)>:\s?      # mpirun --tag-output: [1,3]<stderr>:
+      | (?P<r4>\d{1,4}):\s                               # srun --label: 3: text
+    )""",
+    regex.VERBOSE,
+)
+# Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
+LOG_PREFIX = regex.compile(
+    r"""^(?:
+        \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
+      | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                       # [12:00:00]
+      | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w./-]+:\d+\]\s?              # glog: E0101 12:00:00.123456 1234 f.cc:12]
+      | \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)(?:\|[\w./-]+:\d+)?\]\s*(?:\d{4}-\d\d-\d\d\s[\d:,.]+\s*>>\s?)?  # [INFO|trainer.py:12] … >>
+      | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[|:]\s*(?:[\w.<>]+:)?(?:[\w.<>]+:\d+\s-\s)?   # ERROR:root: / loguru
+      | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+-\s                        # INFO - text
+      | -\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s(?:[\w.]+\s-\s)?      # - ERROR - module -
+      | \[[\w./-]+:\d+(?::\w+)?\]\s                                             # [logging.py:96:log_dist]
+      | (?:localhost|worker-?\d+|node-?\d+|[\w-]+-\d+|\d{1,3}(?:\.\d{1,3}){3}):\s   # pdsh: worker-1: / 10.0.0.5:
+    )""",
+    regex.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One logical line: its 1-based line number, the rank prefix found on it, and the clean text."""
+
+    number: int
+    rank: int | None
+    text: str
+    raw: str = ""  # the segment before prefixes were stripped (ANSI removed): wrap widths are measured on it
+
+
+def strip_prefixes(text: str) -> tuple[int | None, str]:
+    """Remove launcher and logging prefixes (in any order, several deep); return (rank, rest)."""
+    rank: int | None = None
+    for _ in range(6):
+        m = RANK_PREFIX.match(text)
+        if m:
+            if rank is None:
+                rank = int(next(g for g in m.groups() if g is not None))
+            text = text[m.end():]
+            continue
+        m = LOG_PREFIX.match(text)
+        if m and m.end() > 0:
+            text = text[m.end():]
+            continue
+        break
+    return rank, text
+
+
+def normalize(number: int, raw: str) -> list[Line]:
+    """Split a physical line on \\r redraws and clean each segment; empty segments are dropped."""
+    raw = ANSI.sub("", raw) if "\x1b" in raw else raw
+    out: list[Line] = []
+    for seg in raw.split("\r") if "\r" in raw else (raw,):
+        if not seg.strip():
+            continue
+        rank, text = strip_prefixes(seg.rstrip())
+        out.append(Line(number, rank, text, seg.rstrip("\n")))
+    return out
+
+
+def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
+    """Normalise every physical line of a region."""
+    out: list[Line] = []
+    for i, raw in enumerate(lines):
+        out.extend(normalize(first_line + i, raw))
+    return out

@@ -1,0 +1,495 @@
+"""A model of PyTorch's CUDA caching allocator, replaying an alloc/free trace under a memory limit.
+
+Policy from c10/cuda/CUDACachingAllocator.cpp (notes §3): 512-byte rounding, small (≤1 MiB) and large pools,
+2 MiB / 20 MiB / round-to-2-MiB segments, best fit, split and merge, release-cached-and-retry before an OOM,
+max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions and expandable_segments.
+Single stream, no CUDA graphs. Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from oomdoctor.units import MIB, format_bytes
+
+K_MIN_BLOCK = 512
+K_SMALL_SIZE = 1 * MIB
+K_SMALL_BUFFER = 2 * MIB
+K_MIN_LARGE_ALLOC = 10 * MIB
+K_ROUND_LARGE = 2 * MIB
+K_LARGE_BUFFER = 20 * MIB
+NO_SPLIT_LIMIT = 2**63
+
+OOM_HINT = (
+    " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    " to avoid fragmentation.  See documentation for Memory Management "
+    " (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"
+)
+
+
+class AllocConfError(ValueError):
+    """A PYTORCH_CUDA_ALLOC_CONF string the allocator would reject."""
+
+
+@dataclass(frozen=True)
+class AllocConf:
+    """The allocator settings that change memory (PYTORCH_CUDA_ALLOC_CONF)."""
+
+    max_split_size: int = NO_SPLIT_LIMIT
+    garbage_collection_threshold: float = 0.0
+    expandable_segments: bool = False
+    roundup_power2_divisions: int = 0
+
+    @classmethod
+    def parse(cls, text: str | None) -> "AllocConf":
+        """Parse `key:value,key:value` the way c10's AllocatorConfig does (the keys that matter here)."""
+        values: dict[str, object] = {}
+        for item in _split_conf(text or ""):
+            key, sep, raw = item.partition(":")
+            key, raw = key.strip(), raw.strip()
+            if not sep:
+                raise AllocConfError(f"allocator option without a value: {item!r}")
+            if key == "max_split_size_mb":
+                mb = int(raw)
+                if mb < 20:
+                    raise AllocConfError("CachingAllocator option max_split_size_mb too small, must be >= 20")
+                values["max_split_size"] = mb * MIB
+            elif key == "garbage_collection_threshold":
+                thr = float(raw)
+                if not 0.0 < thr < 1.0:
+                    raise AllocConfError("garbage_collection_threshold must be between 0.0 and 1.0")
+                values["garbage_collection_threshold"] = thr
+            elif key == "expandable_segments":
+                values["expandable_segments"] = raw.lower() in ("true", "1")
+            elif key == "roundup_power2_divisions":
+                if raw.startswith("["):
+                    raise AllocConfError("per-interval roundup_power2_divisions is not modelled; use one number")
+                values["roundup_power2_divisions"] = int(raw)
+            elif key in ("backend", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
+                         "pinned_num_register_threads", "pinned_use_background_threads",
+                         "max_non_split_rounding_mb", "per_process_memory_fraction",
+                         "graph_capture_record_stream_reuse"):
+                continue  # accepted by PyTorch, no effect on this model
+            else:
+                raise AllocConfError(f"Unrecognized CachingAllocator option: {key}")
+        return cls(**values)  # type: ignore[arg-type]
+
+    def render(self) -> str:
+        """The settings as a PYTORCH_CUDA_ALLOC_CONF string."""
+        parts = []
+        if self.expandable_segments:
+            parts.append("expandable_segments:True")
+        if self.max_split_size < NO_SPLIT_LIMIT:
+            parts.append(f"max_split_size_mb:{self.max_split_size // MIB}")
+        if self.garbage_collection_threshold:
+            parts.append(f"garbage_collection_threshold:{self.garbage_collection_threshold}")
+        if self.roundup_power2_divisions:
+            parts.append(f"roundup_power2_divisions:{self.roundup_power2_divisions}")
+        return ",".join(parts)
+
+
+def _split_conf(text: str) -> list[str]:
+    items, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        items.append(cur)
+    return [i for i in (s.strip() for s in items) if i]
+
+
+def round_size(size: int, divisions: int = 0) -> int:
+    """c10 round_size: at least 512 B, multiples of 512 B, or the next power-of-two division if configured."""
+    if size < K_MIN_BLOCK:
+        return K_MIN_BLOCK
+    if divisions > 1 and size > K_MIN_BLOCK * divisions:
+        floor = 1 << (size.bit_length() - 1)
+        if floor == size:
+            return size
+        step = floor // divisions
+        return floor + -(-(size - floor) // step) * step
+    return -(-size // K_MIN_BLOCK) * K_MIN_BLOCK
+
+
+def allocation_size(size: int) -> int:
+    """c10 get_allocation_size: the segment cudaMalloc'd for a rounded request."""
+    if size <= K_SMALL_SIZE:
+        return K_SMALL_BUFFER
+    if size < K_MIN_LARGE_ALLOC:
+        return K_LARGE_BUFFER
+    return -(-size // K_ROUND_LARGE) * K_ROUND_LARGE
+
+
+class Block:
+    """A range of a segment, free or allocated; blocks of a segment tile it in address order."""
+
+    __slots__ = ("size", "addr", "seg", "prev", "next", "allocated", "freed_at")
+
+    def __init__(self, size: int, addr: int, seg: int) -> None:
+        self.size, self.addr, self.seg = size, addr, seg
+        self.prev: Block | None = None
+        self.next: Block | None = None
+        self.allocated = False
+        self.freed_at = 0
+
+    def key(self) -> tuple[int, int]:
+        return (self.size, self.addr)
+
+
+class OutOfMemory(Exception):
+    """The modelled allocator could not satisfy a request."""
+
+
+@dataclass
+class ReplayResult:
+    """What a trace replay measured."""
+
+    capacity_bytes: int
+    non_pytorch_bytes: int
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    oom: bool = False
+    message: str | None = None
+    oom_event: int | None = None
+    num_alloc_retries: int = 0
+    segments: int = 0
+    requested_bytes: int | None = None
+    reserved_at_oom: int | None = None
+    allocated_at_oom: int | None = None
+    events: int = 0
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.capacity_bytes - self.non_pytorch_bytes - self.peak_reserved_bytes
+
+
+@dataclass
+class _Pool:
+    small: bool
+    free: list[tuple[int, int]] = field(default_factory=list)  # sorted (size, addr)
+    by_key: dict[tuple[int, int], Block] = field(default_factory=dict)
+
+    def insert(self, b: Block) -> None:
+        k = b.key()
+        bisect.insort(self.free, k)
+        self.by_key[k] = b
+
+    def remove(self, b: Block) -> None:
+        k = b.key()
+        i = bisect.bisect_left(self.free, k)
+        del self.free[i]
+        del self.by_key[k]
+
+
+class CachingAllocator:
+    """The native (segment-based) caching allocator with one stream, under `capacity - non_pytorch` bytes."""
+
+    def __init__(self, capacity: int, conf: AllocConf | None = None, non_pytorch: int = 0,
+                 total_capacity: int | None = None) -> None:
+        self.capacity = capacity
+        self.conf = conf or AllocConf()
+        self.non_pytorch = non_pytorch
+        self.total_capacity = total_capacity or capacity
+        self.allowed = capacity - non_pytorch  # what PyTorch may reserve
+        self.pools = (_Pool(small=True), _Pool(small=False))
+        self.allocated = 0
+        self.reserved = 0
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+        self.retries = 0
+        self.segments = 0
+        self._next_addr = 0
+        self._seg_ids = 0
+        self._clock = 0  # get_free_block calls, for GC ages
+        self.expandable = (ExpandableSegment(True, self), ExpandableSegment(False, self)) \
+            if self.conf.expandable_segments else None
+
+    # -- public ----------------------------------------------------------------------------------------------
+    def malloc(self, orig: int) -> Block:
+        size = round_size(orig, self.conf.roundup_power2_divisions)
+        small = size <= K_SMALL_SIZE
+        if self.expandable:
+            block = self.expandable[0 if small else 1].malloc(size)
+        else:
+            block = self._malloc_native(size, small)
+        block.allocated = True
+        self.allocated += block.size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        return block
+
+    def free(self, block: Block) -> None:
+        block.allocated = False
+        self.allocated -= block.size
+        if self.expandable:
+            self.expandable[0 if block.seg == -1 else 1].free(block)  # seg -1 small, -2 large
+            return
+        self._free_native(block)
+
+    # -- native ----------------------------------------------------------------------------------------------
+    def _pool(self, small: bool) -> _Pool:
+        return self.pools[0 if small else 1]
+
+    def _get_free_block(self, pool: _Pool, size: int) -> Block | None:
+        self._clock += 1
+        i = bisect.bisect_left(pool.free, (size, -1))
+        if i == len(pool.free):
+            return None
+        block = pool.by_key[pool.free[i]]
+        mss = self.conf.max_split_size
+        if size < mss and block.size >= mss:
+            return None  # do not hand out an oversize block to a normal request
+        if size >= mss and block.size >= size + K_LARGE_BUFFER:
+            return None  # nor an oversize block much larger than the request
+        pool.remove(block)
+        return block
+
+    def _cuda_malloc(self, size: int) -> bool:
+        return self.reserved + size <= self.allowed
+
+    def _new_segment(self, alloc_size: int, small: bool) -> Block:
+        self.segments += 1
+        self._seg_ids += 1
+        block = Block(alloc_size, self._next_addr, -self._seg_ids if small else self._seg_ids)
+        self._next_addr += alloc_size
+        self.reserved += alloc_size
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        return block
+
+    def _malloc_native(self, size: int, small: bool) -> Block:
+        pool = self._pool(small)
+        alloc_size = allocation_size(size)
+        block = self._get_free_block(pool, size)
+        if block is None:
+            if self.conf.garbage_collection_threshold > 0:
+                self._garbage_collect()
+            if self._cuda_malloc(alloc_size):
+                block = self._new_segment(alloc_size, small)
+            elif self._release_available(pool, size) and self._cuda_malloc(alloc_size):
+                block = self._new_segment(alloc_size, small)
+            else:
+                self._release_cached()
+                self.retries += 1
+                if not self._cuda_malloc(alloc_size):
+                    raise OutOfMemory(alloc_size)
+                block = self._new_segment(alloc_size, small)
+        remaining = block.size - size
+        if self._should_split(small, size, remaining):
+            rest = Block(remaining, block.addr + size, block.seg)
+            rest.prev, rest.next = block, block.next
+            if block.next is not None:
+                block.next.prev = rest
+            block.next = rest
+            block.size = size
+            rest.freed_at = self._clock
+            pool.insert(rest)
+        return block
+
+    def _should_split(self, small: bool, size: int, remaining: int) -> bool:
+        if small:
+            return remaining >= K_MIN_BLOCK
+        return size < self.conf.max_split_size and remaining > K_SMALL_SIZE
+
+    def _free_native(self, block: Block) -> None:
+        pool = self._pool(block.seg < 0)
+        for other in (block.prev, block.next):
+            if other is not None and not other.allocated:
+                pool.remove(other)
+                if other is block.prev:
+                    block.addr = other.addr
+                    block.prev = other.prev
+                    if other.prev is not None:
+                        other.prev.next = block
+                else:
+                    block.next = other.next
+                    if other.next is not None:
+                        other.next.prev = block
+                block.size += other.size
+        block.freed_at = self._clock
+        pool.insert(block)
+
+    def _release_block(self, pool: _Pool, block: Block) -> None:
+        pool.remove(block)
+        self.reserved -= block.size
+        self.segments -= 1
+
+    def _whole_free_segments(self, pool: _Pool) -> list[Block]:
+        return [b for b in pool.by_key.values() if b.prev is None and b.next is None]
+
+    def _release_available(self, pool: _Pool, size: int) -> bool:
+        """release_available_cached_blocks: only with max_split_size; frees oversize cached segments."""
+        mss = self.conf.max_split_size
+        if mss >= NO_SPLIT_LIMIT or pool.small:
+            return False
+        key = max(size, mss)
+        oversize = sorted((b for b in self._whole_free_segments(pool) if b.size >= mss), key=Block.key)
+        for b in oversize:
+            if b.size >= key:
+                self._release_block(pool, b)
+                return True
+        released = 0
+        for b in reversed(oversize):
+            if released >= key:
+                break
+            self._release_block(pool, b)
+            released += b.size
+        return released >= key
+
+    def _release_cached(self) -> None:
+        """release_cached_blocks: cudaFree every cached block that is a whole segment (both pools)."""
+        for pool in self.pools:
+            for b in self._whole_free_segments(pool):
+                self._release_block(pool, b)
+
+    def _garbage_collect(self) -> None:
+        """garbage_collect_cached_blocks: free old unsplit large blocks above threshold × allowed."""
+        target = self.reserved - self.conf.garbage_collection_threshold * self.allowed
+        if target <= 0:
+            return
+        pool = self._pool(False)
+        reclaimed = 0
+        while reclaimed < target:
+            cands = self._whole_free_segments(pool)
+            if not cands:
+                return
+            ages = [self._clock - b.freed_at for b in cands]
+            avg = sum(ages) / len(ages)
+            for b, age in zip(cands, ages):
+                if age >= avg and reclaimed < target:
+                    self._release_block(pool, b)
+                    reclaimed += b.size
+
+    # -- reporting ------------------------------------------------------------------------------------------
+    def oom_message(self, alloc_size: int, device_index: int = 0) -> str:
+        """An era-F (torch ≈2.11–2.13) CUDA OOM message for the modelled state."""
+        in_use = self.reserved + self.non_pytorch
+        free = max(0, self.capacity - in_use)
+        return (
+            f"CUDA out of memory. Tried to allocate {format_bytes(alloc_size)}. GPU {device_index} has a total "
+            f"capacity of {format_bytes(self.total_capacity)} of which {format_bytes(free)} is free. "
+            f"Including non-PyTorch memory, this process has {format_bytes(in_use)} memory in use. "
+            f"Of the allocated memory {format_bytes(self.allocated)} is allocated by PyTorch, and "
+            f"{format_bytes(self.reserved - self.allocated)} is reserved by PyTorch but unallocated."
+            + ("" if self.conf.expandable_segments else OOM_HINT)
+        )
+
+
+class ExpandableSegment:
+    """expandable_segments:True — one growing virtual segment per pool, physical memory mapped in pages.
+
+    Pages are 2 MiB (small pool) or 20 MiB (large pool). A block is placed in the free address range that needs
+    no new pages (best fit), else where the fewest new pages are needed; on a failed mapping every fully
+    free page is unmapped and the request retried once.
+    """
+
+    def __init__(self, small: bool, owner: CachingAllocator) -> None:
+        self.small = small
+        self.owner = owner
+        self.page = K_SMALL_BUFFER if small else K_LARGE_BUFFER
+        self.live: dict[int, int] = {}  # page -> allocated bytes on it
+        self.mapped: set[int] = set()
+        self.free_ranges: list[tuple[int, int]] = [(0, 1 << 60)]  # sorted (addr, size)
+
+    def _pages(self, addr: int, size: int) -> range:
+        return range(addr // self.page, (addr + size - 1) // self.page + 1)
+
+    def _new_pages(self, addr: int, size: int) -> int:
+        return sum(1 for p in self._pages(addr, size) if p not in self.mapped)
+
+    def _choose(self, size: int) -> int:
+        best: tuple[int, int, int] | None = None  # (new pages, range size, addr)
+        for addr, rsize in self.free_ranges:
+            if rsize < size:
+                continue
+            cand = (self._new_pages(addr, size), rsize, addr)
+            if best is None or cand < best:
+                best = cand
+                if cand[0] == 0 and rsize == size:
+                    break
+        assert best is not None  # the last range is unbounded
+        return best[2]
+
+    def malloc(self, size: int) -> Block:
+        owner = self.owner
+        addr = self._choose(size)
+        need = self._new_pages(addr, size) * self.page
+        if owner.reserved + need > owner.allowed:
+            self.owner.retries += 1
+            for seg in owner.expandable or ():
+                seg.unmap_free_pages()
+            addr = self._choose(size)
+            need = self._new_pages(addr, size) * self.page
+            if owner.reserved + need > owner.allowed:
+                raise OutOfMemory(size)
+        self._take(addr, size)
+        for p in self._pages(addr, size):
+            if p not in self.mapped:
+                self.mapped.add(p)
+            lo, hi = max(addr, p * self.page), min(addr + size, (p + 1) * self.page)
+            self.live[p] = self.live.get(p, 0) + (hi - lo)
+        owner.reserved += need
+        owner.peak_reserved = max(owner.peak_reserved, owner.reserved)
+        return Block(size, addr, -1 if self.small else -2)
+
+    def _take(self, addr: int, size: int) -> None:
+        i = bisect.bisect_left(self.free_ranges, (addr, -1))
+        raddr, rsize = self.free_ranges.pop(i)
+        if rsize > size:
+            self.free_ranges.insert(i, (addr + size, rsize - size))
+
+    def free(self, block: Block) -> None:
+        addr, size = block.addr, block.size
+        for p in self._pages(addr, size):
+            lo, hi = max(addr, p * self.page), min(addr + size, (p + 1) * self.page)
+            self.live[p] -= hi - lo
+        i = bisect.bisect_left(self.free_ranges, (addr, -1))
+        if i < len(self.free_ranges) and self.free_ranges[i][0] == addr + size:
+            size += self.free_ranges.pop(i)[1]
+        if i > 0 and sum(self.free_ranges[i - 1]) == addr:
+            addr, prev = self.free_ranges[i - 1][0], self.free_ranges.pop(i - 1)[1]
+            size += prev
+            i -= 1
+        self.free_ranges.insert(i, (addr, size))
+
+    def unmap_free_pages(self) -> None:
+        empty = [p for p in self.mapped if not self.live.get(p)]
+        for p in empty:
+            self.mapped.discard(p)
+            self.live.pop(p, None)
+        self.owner.reserved -= len(empty) * self.page
+
+
+def replay(trace: Iterable[tuple[str, int, int]], capacity: int, conf: AllocConf | None = None,
+           non_pytorch: int = 0, total_capacity: int | None = None) -> ReplayResult:
+    """Replay ("a", id, bytes) / ("f", id, _) events; stop at the first OOM and describe it."""
+    alloc = CachingAllocator(capacity, conf, non_pytorch, total_capacity)
+    result = ReplayResult(capacity_bytes=capacity, non_pytorch_bytes=non_pytorch)
+    live: dict[int, Block] = {}
+    n = 0
+    for n, (kind, sid, nbytes) in enumerate(trace, 1):
+        if kind == "a":
+            try:
+                live[sid] = alloc.malloc(nbytes)
+            except OutOfMemory:
+                size = round_size(nbytes, alloc.conf.roundup_power2_divisions)
+                shown = size if alloc.expandable else allocation_size(size)
+                result.oom, result.oom_event = True, n
+                result.message = alloc.oom_message(shown)
+                result.requested_bytes = nbytes
+                result.reserved_at_oom, result.allocated_at_oom = alloc.reserved, alloc.allocated
+                break
+        else:
+            block = live.pop(sid, None)
+            if block is not None:
+                alloc.free(block)
+    result.events = n
+    result.peak_allocated_bytes = alloc.peak_allocated
+    result.peak_reserved_bytes = alloc.peak_reserved
+    result.num_alloc_retries = alloc.retries
+    result.segments = alloc.segments
+    return result

@@ -1,0 +1,71 @@
+"""Parameters of the built-in transformer workload (pydantic, no torch)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Dtype = Literal["float32", "bfloat16", "float16"]
+
+
+class TransformerParams(BaseModel):
+    """A decoder-only transformer step, standing for one rank of an N-GPU (ZeRO/FSDP) job."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    layers: int = Field(2, ge=1)
+    width: int = Field(128, ge=8)
+    heads: int = Field(4, ge=1)
+    vocab: int = Field(1024, ge=2)
+    ffn: int | None = Field(None, ge=1, description="MLP hidden size; default 4 × width (gelu) or 8/3 × width")
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    seq_len: int = Field(128, ge=1)
+    batch: int = Field(4, ge=1, description="per-device micro-batch (train)")
+    grad_accum: int = Field(1, ge=1, description="micro-batches per optimizer step")
+    eval_batch: int | None = Field(None, ge=1, description="per-device batch for eval/generate; default batch")
+    eval_no_grad: bool = Field(True, description="eval runs under torch.no_grad()")
+    max_new_tokens: int = Field(16, ge=1, description="generate: tokens decoded after the prompt")
+    dtype: Dtype = Field("float32", description="dtype of the weights")
+    autocast: Literal["bfloat16", "float16"] | None = None
+    gradient_checkpointing: bool = False
+    lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA on q and v, base frozen")
+    optimizer: Literal["adamw", "sgd", "adafactor"] = "adamw"
+    master_weights: bool = Field(True, description="keep fp32 master weights when dtype is not float32")
+    zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
+    world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
+    offload: Literal["none", "optimizer", "all"] = "none"
+    fused_cross_entropy: bool = False
+    ce_chunk_tokens: int = Field(4096, ge=1)
+    tie_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "TransformerParams":
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+        if self.offload == "all" and self.zero_stage < 3:
+            raise ValueError("offload: all (parameters) needs zero_stage: 3")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+    @property
+    def ffn_size(self) -> int:
+        if self.ffn:
+            return self.ffn
+        return 4 * self.width if self.mlp == "gelu" else int(8 * self.width / 3 + 255) // 256 * 256
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch * self.grad_accum * self.world_size
+
+    def num_parameters(self) -> int:
+        """Parameters of the full (unsharded) model, LoRA adapters included."""
+        w, f, v = self.width, self.ffn_size, self.vocab
+        mlp = (2 if self.mlp == "gelu" else 3) * w * f + (f + w if self.mlp == "gelu" else 0)
+        block = 4 * w * w + 4 * w + mlp + 4 * w
+        lora = 2 * 2 * self.lora_rank * w if self.lora_rank else 0
+        head = 0 if self.tie_embeddings else v * w
+        return self.layers * (block + lora) + v * w + head + 2 * w

@@ -1,0 +1,236 @@
+"""The simulated GPU: a Python PrivateUse1 device `simgpu`, CUDA-like autocast and SDPA, and a storage tracker.
+
+Everything here imports torch; only trial subprocesses import this module.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+DEVICE = "simgpu"
+MIN_BLOCK = 512  # CUDA kMinBlockSize: the tracker rounds every storage the way the allocator does
+
+
+class SimUnavailable(RuntimeError):
+    """This torch build lacks the experimental PrivateUse1 Python-backend API the simulator needs."""
+
+
+_lock = threading.Lock()
+_ready = False
+_libs: list[Any] = []  # keep torch.library registrations alive
+
+
+class _Backend:
+    """The `torch.simgpu` module PyTorch expects a registered backend to have."""
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> int:
+        return 0
+
+    def device_count(self) -> int:
+        return 1
+
+    def _is_in_bad_fork(self) -> bool:
+        return False
+
+    def manual_seed_all(self, seed: int) -> None:
+        return None
+
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        return [torch.float16, torch.bfloat16]
+
+    def is_bf16_supported(self) -> bool:
+        return True
+
+
+def setup() -> torch.device:
+    """Register `simgpu` once per process (feature-detected) and return its device."""
+    global _ready
+    with _lock:
+        if _ready:
+            return torch.device(DEVICE, 0)
+        reg = getattr(torch.utils, "backend_registration", None)
+        setup_fn = getattr(reg, "_setup_privateuseone_for_python_backend", None)
+        acc = getattr(torch._C, "_acc", None)
+        if setup_fn is None or acc is None or not hasattr(acc, "register_python_privateuseone_hook"):
+            raise SimUnavailable(
+                f"torch {torch.__version__} has no PrivateUse1 Python-backend API "
+                "(torch.utils.backend_registration._setup_privateuseone_for_python_backend); "
+                "the simulated GPU needs torch 2.6-2.13 — use --device cuda or another torch"
+            )
+        setup_fn(rename=DEVICE, backend_module=_Backend())
+        _register_autocast()
+        _register_sdpa()
+        _ready = True
+        return torch.device(DEVICE, 0)
+
+
+# --- CUDA autocast policy (aten/src/ATen/autocast_mode.cpp, CUDA lists; subset that matters for memory) -----------
+
+_LOWER = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "conv1d", "conv2d", "prelu",
+          "scaled_dot_product_attention", "_convolution", "chain_matmul")
+_FP32 = ("softmax.int", "log_softmax.int", "layer_norm", "group_norm", "cross_entropy_loss", "nll_loss",
+         "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits", "kl_div", "exp", "log",
+         "log1p", "rsqrt", "reciprocal", "pow.Tensor_Scalar", "logsumexp", "cumsum", "norm.Scalar", "sum",
+         "prod", "softplus", "cosine_similarity", "dist", "cdist", "erfinv")
+_AUTOCAST_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+
+
+def _cast(value: Any, dtype: torch.dtype) -> Any:
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype \
+            and value.device.type == DEVICE:
+        return value.to(dtype)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, dtype) for v in value)
+    return value
+
+
+def _autocast_kernel(op: Any, target: torch.dtype | None):
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        dtype = target or torch.get_autocast_dtype(DEVICE)
+        with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS):
+            return op(*_cast(args, dtype), **_cast(kwargs, dtype))
+    return kernel
+
+
+def _register_autocast() -> None:
+    lib = torch.library.Library("aten", "IMPL")
+    _libs.append(lib)
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    _libs.append(fallback)
+    for names, target in ((_LOWER, None), (_FP32, torch.float32)):
+        for name in names:
+            base, _, overload = name.partition(".")
+            packet = getattr(torch.ops.aten, base, None)
+            if packet is None:
+                continue
+            op = getattr(packet, overload or "default", None)
+            if op is None:
+                continue
+            lib.impl(name, _autocast_kernel(op, target), "AutocastPrivateUse1")
+
+
+# --- SDPA: pick the fused kernel CUDA would pick (sdp_utils: flash for fp16/bf16, else mem-efficient) -------------
+
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    aten = torch.ops.aten
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
+    half = query.dtype in (torch.float16, torch.bfloat16)
+    if half and attn_mask is None and query.shape[-1] <= 256:
+        return aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout_p, is_causal, False, scale=scale)[0]
+    if query.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        needs_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+        return aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, needs_lse, dropout_p, is_causal, scale=scale)[0]
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradPrivateUse1)):
+        return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+                                                       scale=scale)[0]
+
+
+def _register_sdpa() -> None:
+    lib = torch.library.Library("aten", "IMPL")
+    _libs.append(lib)
+    lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
+
+
+# --- storage tracker --------------------------------------------------------------------------------------------
+
+def round_block(nbytes: int) -> int:
+    """Round a storage size the way the caching allocator's round_size does at minimum (512 B)."""
+    return max(MIN_BLOCK, (nbytes + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK)
+
+
+_MM_OPS = {"mm", "addmm", "bmm", "baddbmm"}
+
+
+class StorageTracker(TorchDispatchMode):
+    """Emits an ordered trace of ("a", id, bytes) / ("f", id, 0) for every storage on the tracked device.
+
+    Enter it *inside* FakeTensorMode so it sees ops first. Frees come from weakref callbacks on the storage
+    object, which fire in whichever thread drops the last reference (backward runs on the device thread).
+    It also counts matmul and attention FLOPs, the compute estimate verify reports on the simulator.
+    """
+
+    def __init__(self, device_type: str = DEVICE) -> None:
+        super().__init__()
+        self.device_type = device_type
+        self.trace: list[tuple[str, int, int]] = []
+        self.live = 0
+        self.peak = 0
+        self.flops = 0
+        self._refs: dict[int, weakref.ref] = {}
+        self._next = 0
+
+    def _on_free(self, sid: int, nbytes: int):
+        def callback(_ref: Any) -> None:
+            self._refs.pop(sid, None)
+            self.live -= nbytes
+            self.trace.append(("f", sid, nbytes))
+        return callback
+
+    def _track(self, t: torch.Tensor) -> None:
+        if t.device.type != self.device_type:
+            return
+        storage = t.untyped_storage()
+        if getattr(storage, "_oomdoctor_sid", None) is not None:
+            return
+        nbytes = round_block(storage.nbytes()) if storage.nbytes() else 0
+        if nbytes == 0:
+            return
+        sid = self._next
+        self._next += 1
+        try:
+            storage._oomdoctor_sid = sid
+        except AttributeError:
+            return
+        self._refs[sid] = weakref.ref(storage, self._on_free(sid, nbytes))
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        self.trace.append(("a", sid, nbytes))
+
+    def _count_flops(self, func: Any, args: tuple, out: Any) -> None:
+        name = func.__name__.split(".")[0]
+        if name in _MM_OPS:
+            a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
+            batch = a.shape[0] if a.dim() == 3 else 1
+            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+        elif name.startswith("_scaled_dot_product") and not name.endswith("_backward"):
+            q, k = args[0], args[1]
+            b, h, s, d = q.shape
+            self.flops += 4 * b * h * s * k.shape[-2] * d
+        elif name.startswith("_scaled_dot_product") and name.endswith("_backward"):
+            q = args[1]
+            b, h, s, d = q.shape
+            self.flops += 10 * b * h * s * args[2].shape[-2] * d
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in _tensors(out):
+            self._track(t)
+        try:
+            self._count_flops(func, args, out)
+        except (AttributeError, IndexError, TypeError, ValueError):
+            pass
+        return out
+
+
+def _tensors(value: Any):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)

@@ -1,0 +1,154 @@
+"""One trial in its own process: `python -m oomdoctor.verify.trial` reads a JSON spec on stdin, writes JSON out.
+
+Spec keys: device ("sim" | "cuda"), phase, steps, workload {"kind": "transformer" | "entry", "entry", "params"},
+capacity_bytes, total_bytes, non_pytorch_bytes, alloc_conf. The result is the last line of stdout.
+For cuda the parent sets PYTORCH_CUDA_ALLOC_CONF in the environment before this process imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+RESULT_MARK = "OOMDOCTOR-TRIAL-RESULT "
+
+
+def load_entry(entry: str, base: Path | None = None) -> Callable[..., Any]:
+    """Resolve `package.module:function` or `path/to/file.py:function` (relative to `base`)."""
+    target, _, name = entry.rpartition(":")
+    if not target or not name:
+        raise ValueError(f"entry {entry!r} is not `module:function` or `file.py:function`")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        spec = importlib.util.spec_from_file_location(f"oomdoctor_entry_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise AttributeError(f"{target} has no function {name!r}")
+    return fn
+
+
+def _factory(spec: dict[str, Any]) -> Callable[[Any], Callable[[], Any]]:
+    wl = spec["workload"]
+    phase = spec["phase"]
+    if wl["kind"] == "transformer":
+        from oomdoctor.verify.workload import transformer
+        return lambda device: transformer(wl["params"], device, phase)
+    fn = load_entry(wl["entry"], Path(spec.get("base_dir") or "."))
+    return lambda device: fn(dict(wl["params"], phase=phase), device)
+
+
+def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
+    """Replay under fake tensors on simgpu, then through the allocator model."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from oomdoctor.verify import simgpu
+    from oomdoctor.verify.allocator import AllocConf, replay
+
+    device = simgpu.setup()
+    factory = _factory(spec)
+    tracker = simgpu.StorageTracker()
+    start = time.perf_counter()
+    with FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
+        step = factory(device)
+        for _ in range(spec["steps"]):
+            step()
+        del step
+    run_s = time.perf_counter() - start
+    result = replay(tracker.trace, spec["capacity_bytes"], AllocConf.parse(spec.get("alloc_conf")),
+                    spec.get("non_pytorch_bytes", 0), spec.get("total_bytes"))
+    return {
+        "oom": result.oom,
+        "peak_allocated_bytes": result.peak_allocated_bytes,
+        "peak_reserved_bytes": result.peak_reserved_bytes,
+        "headroom_bytes": None if result.oom else result.headroom_bytes,
+        "seconds": round(time.perf_counter() - start, 3),
+        "replay_seconds": round(run_s, 3),
+        "message": result.message,
+        "unlimited_peak_allocated_bytes": tracker.peak,
+        "flops": tracker.flops,
+        "alloc_retries": result.num_alloc_retries,
+        "events": len(tracker.trace),
+        "parsed": _parse_message(result.message) if result.message else None,
+    }
+
+
+def run_cuda(spec: dict[str, Any]) -> dict[str, Any]:
+    """Replay on the real GPU under a memory fraction equal to the failing GPU's usable memory."""
+    import torch
+
+    device = torch.device("cuda", 0)
+    total = torch.cuda.get_device_properties(device).total_memory
+    capacity = spec["capacity_bytes"] - spec.get("non_pytorch_bytes", 0)
+    torch.cuda.set_per_process_memory_fraction(max(0.0, min(1.0, capacity / total)), device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    factory = _factory(spec)
+    oom, message = False, None
+    start = time.perf_counter()
+    try:
+        step = factory(device)
+        for _ in range(spec["steps"]):
+            step()
+        torch.cuda.synchronize(device)
+        del step
+    except torch.OutOfMemoryError as exc:
+        oom, message = True, str(exc)
+    seconds = time.perf_counter() - start
+    peak_reserved = torch.cuda.max_memory_reserved(device)
+    out = {
+        "oom": oom,
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+        "peak_reserved_bytes": peak_reserved,
+        "headroom_bytes": None if oom else capacity - peak_reserved,
+        "seconds": round(seconds, 3),
+        "message": message,
+    }
+    if message:
+        out["parsed"] = _parse_message(message)
+    return out
+
+
+def _parse_message(message: str) -> dict[str, Any] | None:
+    """The OOM as the project's parser reads it (None until oomdoctor.parse exists)."""
+    try:
+        from oomdoctor.parse import parse_text  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        facts = parse_text(message, source="<verify>")
+    except Exception:  # noqa: BLE001 - the parser is another team's; a failure must not lose the trial
+        return None
+    return facts.events[0].model_dump(mode="json") if facts.events else None
+
+
+def main() -> int:
+    warnings.filterwarnings("ignore")
+    spec = json.loads(sys.stdin.read())
+    try:
+        result = run_cuda(spec) if spec["device"] == "cuda" else run_sim(spec)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as the trial's error
+        tb = traceback.format_exc(limit=-3)
+        result = {"error": f"{type(exc).__name__}: {exc}".strip(), "traceback": tb}
+    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,374 @@
+"""The built-in workload: a decoder-only transformer step in plain torch, as one rank of a ZeRO/FSDP job.
+
+Follows the entry-point protocol: `transformer(params, device)` returns a callable that runs one step.
+Sharding is modelled on one rank: ZeRO-1 divides optimizer states, ZeRO-2 also gradients (reduce-scattered
+as each one is accumulated), ZeRO-3/FSDP also parameters (gathered per matmul in forward and again in
+backward). Offload keeps optimizer states (and with `all` the parameter shards) on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from oomdoctor.verify.params import TransformerParams
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _compute_dtype(device: torch.device, fallback: torch.dtype) -> torch.dtype:
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return fallback
+
+
+class _Gathered(torch.autograd.Function):
+    """y = x @ gather(shard).T: the full weight exists only inside forward and inside backward (FSDP)."""
+
+    @staticmethod
+    def forward(ctx, x, shard, shape, device):  # type: ignore[override]
+        dt = _compute_dtype(device, shard.dtype)
+        with torch.autocast(device.type, enabled=False):
+            w = torch.empty(shape, dtype=dt, device=device)  # all-gather output
+            xc = x.to(dt)
+            out = F.linear(xc, w)
+        ctx.save_for_backward(xc, shard)
+        ctx.meta = (shape, device, dt)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        xc, shard = ctx.saved_tensors
+        shape, device, dt = ctx.meta
+        w = torch.empty(shape, dtype=dt, device=device)  # re-gather for backward
+        grad = grad.to(dt)
+        gx = grad @ w
+        del w
+        gshard = None
+        if shard.requires_grad:
+            gw = grad.reshape(-1, shape[0]).t() @ xc.reshape(-1, shape[1])
+            gshard = gw.reshape(-1)[: shard.numel()].to(shard.dtype)  # reduce-scatter output
+        return gx, gshard, None, None
+
+
+class _GatheredEmbedding(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, idx, shard, shape, device):  # type: ignore[override]
+        w = torch.empty(shape, dtype=shard.dtype, device=device)
+        ctx.save_for_backward(idx, shard)
+        ctx.meta = (shape, device)
+        return F.embedding(idx, w)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        idx, shard = ctx.saved_tensors
+        shape, device = ctx.meta
+        full = torch.zeros(shape, dtype=grad.dtype, device=device)
+        full.index_add_(0, idx.reshape(-1), grad.reshape(-1, shape[1]))
+        return None, full.reshape(-1)[: shard.numel()].to(shard.dtype), None, None
+
+
+class Ctx:
+    """What every layer needs to know about placement."""
+
+    def __init__(self, p: TransformerParams, device: torch.device) -> None:
+        self.p = p
+        self.device = device
+        self.dtype = DTYPES[p.dtype]
+        self.sharded = p.zero_stage >= 3
+        self.param_device = torch.device("cpu") if p.offload == "all" else device
+
+    def weight(self, shape: tuple[int, ...], trainable: bool) -> nn.Parameter:
+        if self.sharded:
+            n = math.prod(shape)
+            data = torch.empty(-(-n // self.p.world_size), dtype=self.dtype, device=self.param_device)
+        else:
+            data = torch.empty(shape, dtype=self.dtype, device=self.device)
+        nn.init.normal_(data, std=0.02)
+        return nn.Parameter(data, requires_grad=trainable)
+
+
+class Linear(nn.Module):
+    def __init__(self, ctx: Ctx, fan_in: int, fan_out: int, lora: bool = False) -> None:
+        super().__init__()
+        self.ctx, self.shape = ctx, (fan_out, fan_in)
+        r = ctx.p.lora_rank
+        self.weight = ctx.weight(self.shape, trainable=r == 0)
+        self.lora = lora and r > 0
+        if self.lora:
+            self.lora_a = nn.Parameter(torch.randn(r, fan_in, dtype=ctx.dtype, device=ctx.device) * 0.01)
+            self.lora_b = nn.Parameter(torch.zeros(fan_out, r, dtype=ctx.dtype, device=ctx.device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ctx.sharded:
+            y = _Gathered.apply(x, self.weight, self.shape, self.ctx.device)
+        else:
+            y = F.linear(x, self.weight)
+        if self.lora:
+            y = y + F.linear(F.linear(x, self.lora_a), self.lora_b)
+        return y
+
+
+class Block(nn.Module):
+    def __init__(self, ctx: Ctx) -> None:
+        super().__init__()
+        p = ctx.p
+        w, f = p.width, p.ffn_size
+        self.p = p
+        self.ln1 = nn.LayerNorm(w, device=ctx.device, dtype=ctx.dtype)
+        self.ln2 = nn.LayerNorm(w, device=ctx.device, dtype=ctx.dtype)
+        self.q = Linear(ctx, w, w, lora=True)
+        self.k = Linear(ctx, w, w)
+        self.v = Linear(ctx, w, w, lora=True)
+        self.o = Linear(ctx, w, w)
+        self.up = Linear(ctx, w, f)
+        self.down = Linear(ctx, f, w)
+        self.gate = Linear(ctx, w, f) if p.mlp == "swiglu" else None
+        if p.lora_rank:
+            for ln in (self.ln1, self.ln2):
+                ln.requires_grad_(False)
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        b, s, _ = t.shape
+        return t.view(b, s, self.p.heads, self.p.head_dim).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, cache: list | None = None) -> torch.Tensor:
+        h = self.ln1(x)
+        q, k, v = self._heads(self.q(h)), self._heads(self.k(h)), self._heads(self.v(h))
+        causal = True
+        if cache is not None:
+            if cache:
+                k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+                causal = False  # one new token attends to the whole cache
+            cache[:] = [k, v]
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        x = x + self.o(a.transpose(1, 2).reshape(x.shape))
+        h = self.ln2(x)
+        if self.gate is not None:
+            m = F.silu(self.gate(h)) * self.up(h)
+        else:
+            m = F.gelu(self.up(h))
+        return x + self.down(m)
+
+
+class Transformer(nn.Module):
+    def __init__(self, ctx: Ctx) -> None:
+        super().__init__()
+        p = ctx.p
+        self.ctx, self.p = ctx, p
+        full_ft = p.lora_rank == 0
+        self.embed = ctx.weight((p.vocab, p.width), trainable=full_ft)
+        self.blocks = nn.ModuleList(Block(ctx) for _ in range(p.layers))
+        self.ln_f = nn.LayerNorm(p.width, device=ctx.device, dtype=ctx.dtype)
+        self.ln_f.requires_grad_(full_ft)
+        self.head = None if p.tie_embeddings else ctx.weight((p.vocab, p.width), trainable=full_ft)
+
+    def _embed(self, idx: torch.Tensor) -> torch.Tensor:
+        shape = (self.p.vocab, self.p.width)
+        if self.ctx.sharded:
+            return _GatheredEmbedding.apply(idx, self.embed, shape, self.ctx.device)
+        return F.embedding(idx, self.embed)
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        w = self.embed if self.head is None else self.head
+        if self.ctx.sharded:
+            return _Gathered.apply(h, w, (self.p.vocab, self.p.width), self.ctx.device)
+        return F.linear(h, w)
+
+    def hidden(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        x = self._embed(idx)
+        ckpt = self.p.gradient_checkpointing and torch.is_grad_enabled() and caches is None
+        for i, block in enumerate(self.blocks):
+            if ckpt:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x, None if caches is None else caches[i])
+        return self.ln_f(x)
+
+    def loss(self, idx: torch.Tensor) -> torch.Tensor:
+        h = self.hidden(idx)
+        targets = idx
+        if self.p.fused_cross_entropy:
+            return self._chunked_loss(h, targets)
+        logits = self._logits(h).float()  # HF-style upcast: B·T·V fp32
+        return F.cross_entropy(logits.view(-1, self.p.vocab), targets.reshape(-1))
+
+    def _chunked_loss(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Chunked cross-entropy: at most ce_chunk_tokens rows of logits exist at once, in forward and backward."""
+        flat, tflat = h.reshape(-1, self.p.width), targets.reshape(-1)
+
+        def chunk_loss(hc: torch.Tensor, tc: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(self._logits(hc).float(), tc, reduction="sum")
+
+        total = None
+        n = self.p.ce_chunk_tokens
+        for hc, tc in zip(flat.split(n), tflat.split(n)):
+            part = checkpoint(chunk_loss, hc, tc, use_reentrant=False) if torch.is_grad_enabled() \
+                else chunk_loss(hc, tc)
+            total = part if total is None else total + part
+        return total / flat.shape[0]
+
+
+class Optimizer:
+    """AdamW / SGD / Adafactor-like over this rank's shard of each trainable parameter, foreach-style like CUDA.
+
+    States live on the device unless offloaded; with master weights the update runs on an fp32 copy.
+    """
+
+    def __init__(self, model: Transformer, p: TransformerParams, device: torch.device) -> None:
+        self.p, self.device = p, device
+        self.params = [q for q in model.parameters() if q.requires_grad]
+        self.state_device = torch.device("cpu") if p.offload != "none" else device
+        self.master = p.master_weights and p.dtype != "float32"
+        self.gshards: dict[int, torch.Tensor] = {}
+        self.state: dict[int, dict[str, torch.Tensor]] = {}
+        if p.zero_stage == 2:
+            for q in self.params:
+                q.register_post_accumulate_grad_hook(self._reduce_scatter)
+
+    def _k(self, q: torch.Tensor) -> int:
+        if self.p.zero_stage in (1, 2):
+            return -(-q.numel() // self.p.world_size)
+        return q.numel()
+
+    def _reduce_scatter(self, q: torch.Tensor) -> None:
+        g = q.grad.reshape(-1)[: self._k(q)]
+        buf = self.gshards.get(id(q))
+        if buf is None:
+            self.gshards[id(q)] = g.clone()
+        else:
+            buf.add_(g)
+        q.grad = None
+
+    def _grad(self, q: torch.Tensor) -> torch.Tensor | None:
+        if self.p.zero_stage == 2:
+            return self.gshards.get(id(q))
+        return None if q.grad is None else q.grad.reshape(-1)[: self._k(q)]
+
+    @torch.no_grad()
+    def init_state(self) -> None:
+        for q in self.params:
+            if id(q) in self.state:
+                continue
+            k = self._k(q)
+            dt = torch.float32 if self.master else q.dtype
+            st: dict[str, torch.Tensor] = {}
+            if self.master:
+                st["master"] = torch.empty(k, dtype=torch.float32, device=self.state_device)
+            if self.p.optimizer == "adamw":
+                st["m"] = torch.zeros(k, dtype=dt, device=self.state_device)
+                st["v"] = torch.zeros(k, dtype=dt, device=self.state_device)
+            elif self.p.optimizer == "adafactor":
+                rows = max(1, q.shape[0] // (self.p.world_size if self.p.zero_stage in (1, 2) else 1))
+                cols = max(1, k // rows)
+                st["vr"] = torch.zeros(rows, dtype=dt, device=self.state_device)
+                st["vc"] = torch.zeros(cols, dtype=dt, device=self.state_device)
+            self.state[id(q)] = st
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.init_state()
+        items = [(q, g) for q in self.params if (g := self._grad(q)) is not None]
+        if not items:
+            return
+        offload = self.state_device != self.device
+        grads = [g.to(self.state_device) if offload else g for _, g in items]
+        if self.master:
+            grads = [g.float() for g in grads]
+        targets = [self.state[id(q)]["master"] if self.master else q.reshape(-1)[: self._k(q)]
+                   for q, _ in items]
+        if offload and not self.master:
+            targets = [t.to(self.state_device) for t in targets]
+        lr, wd = 1e-4, 0.01
+        if self.p.optimizer == "adamw":
+            ms = [self.state[id(q)]["m"] for q, _ in items]
+            vs = [self.state[id(q)]["v"] for q, _ in items]
+            torch._foreach_lerp_(ms, grads, 0.1)
+            torch._foreach_mul_(vs, 0.999)
+            torch._foreach_addcmul_(vs, grads, grads, 0.001)
+            denom = torch._foreach_sqrt(vs)
+            torch._foreach_add_(denom, 1e-8)
+            torch._foreach_mul_(targets, 1 - lr * wd)
+            torch._foreach_addcdiv_(targets, ms, denom, -lr)
+            del denom
+        elif self.p.optimizer == "sgd":
+            torch._foreach_add_(targets, grads, alpha=-lr)
+        else:
+            for (q, _), g, t in zip(items, grads, targets):
+                st = self.state[id(q)]
+                rows, cols = st["vr"].numel(), st["vc"].numel()
+                g2 = (g[: rows * cols] * g[: rows * cols]).view(rows, cols)
+                st["vr"].lerp_(g2.mean(1), 0.2)
+                st["vc"].lerp_(g2.mean(0), 0.2)
+                approx = torch.outer(st["vr"], st["vc"]).reshape(-1)
+                del g2
+                t[: rows * cols].addcdiv_(g[: rows * cols], approx.sqrt_().add_(1e-30), value=-lr)
+                del approx
+        if self.master or offload:
+            for (q, _), t in zip(items, targets):
+                q.reshape(-1)[: self._k(q)].copy_(t)  # shard back to the device copy (in place)
+        del grads, targets, items
+
+    def zero_grad(self) -> None:
+        for q in self.params:
+            q.grad = None
+        self.gshards.clear()
+
+
+def transformer(params: dict[str, Any] | TransformerParams, device: torch.device,
+                phase: str = "train") -> Callable[[], None]:
+    """Build the model on `device` and return a callable that runs one step of `phase`."""
+    p = params if isinstance(params, TransformerParams) else TransformerParams.model_validate(params)
+    ctx = Ctx(p, device)
+    model = Transformer(ctx)
+    autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast
+                else contextlib.nullcontext())
+
+    def tokens(batch: int, seq: int) -> torch.Tensor:
+        return torch.randint(0, p.vocab, (batch, seq), device=device)
+
+    if phase == "train":
+        opt = Optimizer(model, p, device)
+
+        def train_step() -> None:
+            model.train()
+            for _ in range(p.grad_accum):
+                with autocast:
+                    loss = model.loss(tokens(p.batch, p.seq_len)) / p.grad_accum
+                loss.backward()
+                del loss
+            opt.step()
+            opt.zero_grad()
+        return train_step
+
+    eval_batch = p.eval_batch or p.batch
+    if phase == "eval":
+        Optimizer(model, p, device).init_state()  # eval happens mid-training: optimizer states exist
+
+        def eval_step() -> None:
+            model.eval()
+            with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
+                loss = model.loss(tokens(eval_batch, p.seq_len))
+            del loss
+        return eval_step
+
+    if phase == "generate":
+        def generate_step() -> None:
+            model.eval()
+            with torch.no_grad(), autocast:
+                caches: list[list] = [[] for _ in range(p.layers)]
+                h = model.hidden(tokens(eval_batch, p.seq_len), caches)
+                logits = model._logits(h[:, -1:]).float()
+                for _ in range(p.max_new_tokens):
+                    nxt = logits.argmax(-1)
+                    h = model.hidden(nxt, caches)
+                    logits = model._logits(h).float()
+                del caches, h, logits
+        return generate_step
+    raise ValueError(f"unknown phase {phase!r}")
