@@ -1,0 +1,157 @@
+"""The engine on hand-built Facts: the stories the catalog must get right, ranking and three-valued logic."""
+
+from __future__ import annotations
+
+import pytest
+
+from oomdoctor.derive import FACTS, derive
+from oomdoctor.facts import Facts
+from oomdoctor.rules.engine import diagnose, evaluate
+from oomdoctor.rules.schema import Condition
+from rules_helpers import facts
+
+
+def top(f: Facts) -> list[tuple[str, str]]:
+    return [(g.category, g.rule) for g in diagnose(f)]
+
+
+def categories(f: Facts) -> list[str]:
+    return [g.category for g in diagnose(f)]
+
+
+STORIES = {
+    "lora-eval-every-50-steps": (facts(
+        config={"lora": True, "eval_steps": 50, "per_device_eval_batch_size": 8, "per_device_train_batch_size": 4,
+                "world_size": 8, "stacks": ["hf_trainer"]},
+        eval_lines=[480], phase="eval", step=50, rank=3, requested_mib=256, total_gib=79.15, free_mib=90,
+        allocated_gib=77.5, reserved_unallocated_mib=400, reserved_gib=77.9), "eval_spike"),
+    "80g-recipe-on-40g-card": (facts(
+        requested_gib=4, total_gib=39.4, free_gib=2.5, allocated_gib=29.3, reserved_unallocated_gib=0.3,
+        reserved_gib=29.6, process_in_use_gib=36.8), "capacity"),
+    "zero3-4k-no-checkpointing": (facts(
+        config={"zero_stage": 3, "gradient_checkpointing": False, "max_seq_length": 4096,
+                "per_device_train_batch_size": 4, "world_size": 8, "stacks": ["deepspeed", "hf_trainer"], "bf16": True},
+        requested_gib=3.9, total_gib=79.15, free_gib=1.2, allocated_gib=70, reserved_unallocated_gib=6,
+        reserved_gib=76, step=3, phase="train"), "capacity"),
+    "grpo-4x4": (facts(
+        config={"num_generations": 4, "per_device_train_batch_size": 4, "stacks": ["trl"]}, step=3,
+        requested_gib=2, total_gib=79, free_gib=1, allocated_gib=75, reserved_unallocated_gib=0.5,
+        reserved_gib=75.5), "generation"),
+    "first-step-batch-32": (facts(
+        config={"per_device_train_batch_size": 32, "gradient_accumulation_steps": 1, "optimizer": "adamw_torch"},
+        step=0, requested_gib=2, total_gib=23.6, free_gib=1, allocated_gib=21, reserved_unallocated_gib=0.2,
+        reserved_gib=21.2), "batch_too_large"),
+    "fragmentation": (facts(
+        requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66, reserved_unallocated_gib=10, reserved_gib=76),
+        "fragmentation"),
+    "other-process": (facts(
+        others=[30], requested_gib=2, total_gib=79, free_gib=1, allocated_gib=44, reserved_unallocated_gib=0.5,
+        reserved_gib=44.5, process_in_use_gib=46), "other_process"),
+    "leak": (facts(
+        memory=[(10, 20), (20, 30), (30, 40), (40, 50), (50, 60), (60, 70)], step=65, requested_gib=2,
+        total_gib=79, free_gib=1, allocated_gib=75, reserved_unallocated_gib=0.5, reserved_gib=75.5), "leak"),
+    "long-batch": (facts(
+        config={"max_seq_length": 8192, "per_device_train_batch_size": 2, "gradient_checkpointing": True},
+        memory=[(10, 40), (20, 40.2), (30, 39.9), (40, 40.1)], step=1234, phase="train", requested_gib=6,
+        total_gib=79, free_gib=3, allocated_gib=73, reserved_unallocated_gib=1, reserved_gib=74), "seq_len_spike"),
+    "optimizer-first-step": (facts(
+        config={"per_device_train_batch_size": 1, "optimizer": "adamw_torch", "lora": False}, step=1,
+        phase="train", requested_gib=1.5, total_gib=79, free_gib=1, allocated_gib=76,
+        reserved_unallocated_gib=0.3, reserved_gib=76.3), "optimizer_states"),
+    "checkpoint-save": (facts(
+        config={"zero_stage": 3, "save_steps": 500}, step=500, phase="save", requested_gib=1.5, total_gib=79,
+        free_gib=1, allocated_gib=76, reserved_unallocated_gib=0.3, reserved_gib=76.3), "checkpoint_save"),
+    "vllm-kv-cache": (facts(kind="kv_cache", config={"stacks": ["vllm"]}), "kv_cache"),
+    "host-ram-kill": (facts(kind="host_oom", phase="init"), "host_oom"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STORIES))
+def test_story_primary_category(name: str) -> None:
+    f, expected = STORIES[name]
+    found = diagnose(f)
+    assert found, f"{name}: nothing fired"
+    assert found[0].category == expected, [(g.category, g.rule, g.confidence) for g in found]
+    assert found[0].role == "primary"
+
+
+def test_eval_story_has_fragmentation_contributing() -> None:
+    found = diagnose(STORIES["lora-eval-every-50-steps"][0])
+    roles = {g.category: g.role for g in found}
+    assert roles.get("fragmentation") == "contributing"
+
+
+def test_zero3_story_fixes_checkpointing_fused_ce_smaller_batch() -> None:
+    first = diagnose(STORIES["zero3-4k-no-checkpointing"][0])[0]
+    assert [f.id for f in first.fixes] == ["gradient-checkpointing", "fused-cross-entropy", "halve-batch"]
+    halve = first.fixes[2]
+    assert "per_device_train_batch_size" in str(halve.changes)
+
+
+def test_fragmentation_silent_when_expandable_segments_on() -> None:
+    f = facts(alloc_conf="expandable_segments:True", requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66,
+              reserved_unallocated_gib=10, reserved_gib=76)
+    assert "fragmentation" not in categories(f)
+    assert "expandable-segments-already-on" in [r for _, r in top(f)]
+
+
+def test_implausible_figure_never_drives_a_verdict() -> None:
+    f = facts(others=[2**34], implausible=("other_processes",), requested_gib=2, total_gib=79, free_gib=1,
+              allocated_gib=44, reserved_unallocated_gib=0.5, reserved_gib=44.5, process_in_use_gib=46)
+    assert "other_process" not in categories(f)
+
+
+def test_implausible_free_silences_rules_that_read_it() -> None:
+    f = facts(implausible=("free_bytes",), requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66,
+              reserved_unallocated_gib=10, reserved_gib=76)
+    assert "fragmentation-reserved-unallocated" not in [r for _, r in top(f)]
+
+
+def test_unknown_facts_keep_rules_silent() -> None:
+    assert diagnose(facts()) == ()
+
+
+def test_weak_signal_is_hedged_hypothesis() -> None:
+    g = diagnose(facts(kind="nccl", fatal=False))[0]
+    assert g.role == "hypothesis" and g.title.startswith("Possibly") and g.confidence < 0.5
+
+
+def test_evidence_cites_config_and_oom_lines() -> None:
+    g = diagnose(STORIES["first-step-batch-32"][0])[0]
+    lines = [e.line for e in g.evidence]
+    assert 500 in lines and 10 in lines  # the OOM and per_device_train_batch_size=32
+
+
+def test_halve_batch_keeps_effective_batch() -> None:
+    g = diagnose(STORIES["first-step-batch-32"][0])[0]
+    fix = next(f for f in g.fixes if f.id == "halve-batch")
+    assert fix.changes["training_args"] == {"per_device_train_batch_size": 16, "gradient_accumulation_steps": 2}
+    assert fix.verifiable and "32" in (fix.effect or "")
+
+
+def test_stack_specific_changes() -> None:
+    f = facts(config={"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "stacks": ["axolotl", "hf_trainer"]},
+              step=0, requested_gib=2, total_gib=23.6, free_gib=1, allocated_gib=21, reserved_unallocated_gib=0.2,
+              reserved_gib=21.2)
+    fix = next(x for x in diagnose(f)[0].fixes if x.id == "halve-batch")
+    assert fix.changes == {"axolotl_yaml": {"micro_batch_size": 4, "gradient_accumulation_steps": 4}}
+
+
+@pytest.mark.parametrize(("cond", "expected"), [
+    ({"fact": "step", "op": "gt", "value": 3}, None),
+    ({"not": {"fact": "step", "op": "gt", "value": 3}}, None),
+    ({"any": [{"fact": "step", "op": "gt", "value": 3}, {"fact": "kind", "op": "eq", "value": "cuda_oom"}]}, True),
+    ({"all": [{"fact": "step", "op": "gt", "value": 3}, {"fact": "kind", "op": "eq", "value": "nccl"}]}, False),
+    ({"all": [{"fact": "step", "op": "gt", "value": 3}, {"fact": "kind", "op": "eq", "value": "cuda_oom"}]}, None),
+    ({"fact": "step", "op": "absent"}, True),
+    ({"fact": "requested_bytes", "op": "ge", "fact2": "free_bytes", "times": 0.9}, True),
+])
+def test_three_valued_logic(cond: dict, expected: bool | None) -> None:
+    d = derive(facts(requested_gib=1, free_gib=1), 0)
+    assert evaluate(Condition.model_validate(cond), d) is expected
+
+
+def test_derive_documents_every_fact() -> None:
+    d = derive(STORIES["leak"][0], 0)
+    assert set(d.values) == set(FACTS)
+    assert d.values["memory_monotonic"] is True and d.values["memory_growth_bytes_per_step"] > 0
