@@ -14,10 +14,12 @@ from oomdoctor.units import to_bytes
 TQDM = regex.compile(r"(?P<pct>\d{1,3})%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)\s{0,4}\[")
 LIGHTNING = regex.compile(r"^Epoch (?P<epoch>\d+):\s{0,4}\d{1,3}%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)")
 STEP_PATTERNS = (
+    regex.compile(r"\bEpoch:?\s{0,2}\[\d+\]\s{0,2}\[\s{0,6}(?P<n>\d+)/\d+\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     regex.compile(r"\bstep=(?P<n>\d+)\b"),  # DeepSpeed log_dist
     regex.compile(r"\biteration\s{1,12}(?P<n>\d+)\s{0,4}/\s{0,12}\d+"),  # Megatron
     regex.compile(r"\bstep:\s{0,4}(?P<n>\d+)\b"),  # torchtitan
     regex.compile(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d+)"),  # {'step': 50}
+    regex.compile(r"\bSteps:\s{0,2}(?P<n>\d+)\b"),
     regex.compile(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d+)(?:\s{0,2}/\s{0,2}\d+)?\b(?![.%])"),
 )
 EVAL_BANNER = regex.compile(
@@ -26,7 +28,10 @@ EVAL_BANNER = regex.compile(
 )
 SAVE_BANNER = regex.compile(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d+\] Saving|saving checkpoint at iteration")
 TRAIN_BANNER = regex.compile(r"\*{5} Running training \*{5}")
-FRAME = regex.compile(r'^\s*File "(?P<file>[^"]{1,400})", line \d+, in (?P<func>[\w<>.]+)')
+FRAME = regex.compile(
+    r'^\s*File "(?P<file>[^"]{1,400})", line \d+, in (?P<func>[\w<>.]+)'  # CPython
+    r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab
+)
 
 PHASE_FRAMES: dict[str, frozenset[str]] = {
     "save": frozenset({
@@ -78,6 +83,8 @@ def step_of(line: Line) -> tuple[int, int | None, bool] | None:
         return int(m["n"]), int(m["total"]), True
     if "|" in text and "/" in text:
         bars = list(TQDM.finditer(text))
+        if bars and NON_TRAIN_BAR.search(text):
+            return None
         if bars:
             b = bars[-1]
             return int(b["n"]), int(b["total"]), True
@@ -104,6 +111,9 @@ def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> tu
             break
         if SAVE_BANNER.search(ln.text):
             banner = ("save", i)
+            break
+        if INIT_BANNER.search(ln.text) and not step_of(ln):
+            banner = ("init", i)
             break
         if TRAIN_BANNER.search(ln.text):
             break
@@ -139,24 +149,62 @@ def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int 
             continue
         m = FRAME.match(ln.text)
         if m:
-            out.append((m["func"], ln))
+            out.append((m["func"] or m["ipyfunc"], ln))
         elif ln.text.startswith("Traceback (most recent call last)"):
             break
     return out[::-1]
 
 
+_PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("evaluat", "validat")),
+                     ("generate", ("generate",)))
+NON_TRAIN_BAR = regex.compile(
+    r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
+    r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|]{0,80}\d{1,3}%\|"
+)
+INIT_BANNER = regex.compile(r"Loading checkpoint shards|Loading model|Initializing model|Creating model|loading weights")
+
+
+def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 300) -> list[tuple[str, Line]]:
+    """Frames of the traceback printed after a message that was logged before it was raised."""
+    for i in range(idx + 1, min(len(lines), idx + limit)):
+        ln = lines[i]
+        if _same_rank(ln, rank) and "Traceback (most recent call last)" in ln.text:
+            out: list[tuple[str, Line]] = []
+            for nxt in lines[i + 1 : i + 600]:
+                if not _same_rank(nxt, rank):
+                    continue
+                m = FRAME.match(nxt.text)
+                if m:
+                    out.append((m["func"] or m["ipyfunc"], nxt))
+                elif regex.match(r"^\w[\w.]*(?:Error|Exception)\b", nxt.text):
+                    break
+            return out
+    return []
+
+
+def _phase_of_name(name: str) -> list[str]:
+    phases = [p for p in PHASE_ORDER if name in PHASE_FRAMES[p]]
+    low = name.lower()
+    phases += [p for p, subs in _PHASE_SUBSTRINGS if p not in phases and any(x in low for x in subs)]
+    return phases
+
+
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | None:
-    """The phase the traceback frames name, by precedence save > eval > generate > train > init."""
+    """The phase the traceback frames name: save > eval > generate when present, else the innermost of
+    train and init (a module's .to() inside train() is still model set-up)."""
     found: dict[str, Line] = {}
+    innermost: tuple[str, Line] | None = None
     for func, ln in frames:
         name = func.rsplit(".", 1)[-1]
-        for phase in PHASE_ORDER:
-            if name in PHASE_FRAMES[phase] and phase not in found:
-                found[phase] = ln
-    for phase in PHASE_ORDER:
+        for phase in _phase_of_name(name):
+            if True:
+                found.setdefault(phase, ln)
+                if phase in ("train", "init"):
+                    innermost = (phase, ln)
+    for phase in ("save", "eval", "generate"):
         if phase in found:
             return phase, found[phase]
-    return None
+    return innermost
 
 
 # ---- configuration -----------------------------------------------------------------------------------

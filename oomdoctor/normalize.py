@@ -29,6 +29,7 @@ LOG_PREFIX = regex.compile(
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+-\s                        # INFO - text
       | -\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s(?:[\w.]+\s-\s)?      # - ERROR - module -
       | \[[\w./-]+:\d+(?::\w+)?\]\s                                             # [logging.py:96:log_dist]
+      | [\w.-]{1,40}\s{1,4}\|\s(?=\S)                                          # docker compose: vllm-1  | text
       | (?:localhost|worker-?\d+|node-?\d+|[\w-]+-\d+|\d{1,3}(?:\.\d{1,3}){3}):\s   # pdsh: worker-1: / 10.0.0.5:
     )""",
     regex.VERBOSE,

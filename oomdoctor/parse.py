@@ -18,6 +18,7 @@ MAX_MESSAGE_LINES = 14
 _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
+    "esource exhausted", "memory limit",
 )
 _COMPLETE = regex.compile(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \(.*pool"
@@ -41,27 +42,38 @@ class _Hit:
     pattern: str
 
 
-def _assemble(lines: Sequence[Line], i: int) -> tuple[str, int]:
-    """The message starting at lines[i], with hard-wrapped or continued lines rejoined."""
+def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[int]]:
+    """The message starting at lines[i] with its wrapped or continued lines rejoined.
+
+    mode "auto" joins a line that fills the terminal's width (or ends in a space) to the next without a
+    space (a hard wrap may split a word), "space" always joins with a space, "tight" never adds one.
+    Returns the text, the index of the last line used, and the text offset where each line starts.
+    """
     first = lines[i]
-    text = first.text
+    text, offsets = first.text, [0]
     width = len(first.raw)
     j = i
-    while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES and not _COMPLETE.search(text) or (
-        j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES and len(lines[j].raw) == width >= 40
-        and lines[j + 1].number == lines[j].number + 1 and "If reserved" in text and "PYTORCH" not in text[-60:]
-    ):
+    while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES and not _COMPLETE.search(text):
         nxt = lines[j + 1]
-        if nxt.number != lines[j].number + 1:
+        if nxt.number != lines[j].number + 1 or not nxt.text.strip():
             break
-        if len(lines[j].raw) == width >= 40 and (j == i or len(lines[j].raw) == width):
-            text += nxt.raw  # a terminal hard wrap: the split may fall mid-word, join without a space
-        elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text) and nxt.text.strip():
-            text += " " + nxt.text.strip()
+        prev_raw = lines[j].raw
+        wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= 60 and (j > i or len(nxt.raw) <= width))
+        if mode == "tight" or (mode == "auto" and wrapped):
+            offsets.append(len(text))
+            text += nxt.raw
+        elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text):
+            text += " "
+            offsets.append(len(text))
+            text += nxt.text.strip()
         else:
             break
         j += 1
-    return text, j
+    return text, j, offsets
+
+
+def _full(c: tuple[str, regex.Match[str] | None, str] | None) -> bool:
+    return c is not None and c[1] is not None and c[2] != "CACHING_ANY"
 
 
 def _classify(text: str) -> tuple[str, regex.Match[str] | None, str] | None:
@@ -127,8 +139,8 @@ def _figures(kind: str, m: regex.Match[str] | None, pattern: str, text: str) -> 
     """The figures a matched message prints, in bytes, with the contract's derivations."""
     f: dict = {}
     if m is None:
-        return f
-    if pattern in ("CACHING_1_0", "CACHING_1_4", "CACHING_2_1", "CACHING_ANY"):
+        pass
+    elif pattern in ("CACHING_1_0", "CACHING_1_4", "CACHING_2_1", "CACHING_ANY"):
         req = m["requested"]
         f["requested_bytes"] = None if req.startswith("more") else parse_size(req)
         gpu = m.groupdict().get("gpu")
@@ -246,19 +258,36 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
         if not any(tr in t for tr in _TRIGGERS) and "Tried to allocate" not in t:
             i += 1
             continue
-        if ctx.FRAME.match(t) or t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ")):
+        if ctx.FRAME.match(t) or t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>")):
             i += 1
             continue
-        text, end = _assemble(lines, i)
-        c = _classify(text)
+        best = None
+        for mode in ("auto", "space", "tight"):
+            text, end, offsets = _assemble(lines, i, mode)
+            c = _classify(text)
+            if best is None or (_full(c) and not _full(best[0])):
+                best = (c, text, end, offsets)
+            if _full(c):
+                break
+        c, text, end, offsets = best
         if c is None and end > i:
             c = _classify(t)
-            text, end = (t, i) if c else (text, end)
-        if c:
-            hits.append(_Hit(c[0], i, end, text, c[1], c[2]))
-            i = end + 1 if c[0] != "host_oom" else i + 1
-        else:
+            text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
+        if not c:
             i += 1
+            continue
+        start = i
+        if c[1] is not None:  # the message may begin on a later line than the trigger
+            start = i + max(k for k, off in enumerate(offsets) if off <= c[1].start())
+        hits.append(_Hit(c[0], start, end, text, c[1], c[2]))
+        rest = text[c[1].end():] if c[1] is not None and c[2].startswith("CACHING") else ""
+        while "out of memory. Tried to allocate" in rest:  # interleaved writers: two messages on one line
+            c2 = _classify(rest)
+            if not c2 or c2[1] is None:
+                break
+            hits.append(_Hit(c2[0], start, end, rest, c2[1], c2[2]))
+            rest = rest[c2[1].end():]
+        i = end + 1 if c[0] != "host_oom" else i + 1
     return hits
 
 
@@ -276,10 +305,11 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             run += 1
         last_line_idx = hit.idx
         rank = first.rank
-        key = f"{run}|{rank}|{_key(hit.kind, hit.text, hit.match)}"
+        key = f"{run}|{rank}|" + ("THC" if hit.pattern == "THC_PRE_1_0" else _key(hit.kind, hit.text, hit.match))
         if hit.kind == "host_oom":
             prev = events[-1] if events else None
-            if prev and prev.kind == "host_oom" and prev.rank in (None, rank) and first.number - prev.end_line <= 25:
+            if prev and prev.kind == "host_oom" and (prev.rank is None or rank is None or prev.rank == rank) \
+                    and first.number - prev.end_line <= 25:
                 continue  # one kill, reported by several lines of the same block
         if key in seen:
             continue
@@ -290,11 +320,8 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         step, banner_phase, banner_ev = ctx.step_and_banner(before, rank, source)
         phase, phase_ev = "unknown", None
         frames = ctx.frames_before(lines, hit.idx, rank)
-        if not frames:  # logged first, traceback after: read the traceback that ends in the same message
-            for later in range(hit.end + 1, min(len(lines), hit.end + 400)):
-                if hit.match is not None and hit.match.group(0)[:60] in lines[later].text:
-                    frames = ctx.frames_before(lines, later, rank)
-                    break
+        if not frames:  # logged first, raised after: read the traceback printed after it
+            frames = ctx.frames_after(lines, hit.end, rank)
         pf = ctx.phase_from_frames(frames)
         if pf and (pf[0] != "train" or not banner_phase):
             phase, phase_ev = pf[0], ctx._ev(source, pf[1])
@@ -302,6 +329,10 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             phase, phase_ev = banner_phase, banner_ev
         elif pf:
             phase, phase_ev = pf[0], ctx._ev(source, pf[1])
+        elif hit.kind == "kv_cache":  # vLLM sizes its KV cache while the engine starts
+            phase, phase_ev = "init", evidence["message"]
+        elif step:  # no traceback, no banner: the last thing the log shows is training progress
+            phase, phase_ev = "train", step.evidence
         if step:
             evidence["step"] = step.evidence
         if phase_ev:
@@ -310,6 +341,11 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             rank = _block_rank(lines, hit.idx)
         if hit.kind == "nccl":
             detail["fatal"] = _nccl_fatal(lines, hit.end)
+            for ln in lines[hit.end + 1 : hit.end + 5]:
+                cm = P.NCCL_CALLOC.search(ln.text)
+                if cm:
+                    f["requested_bytes"] = int(cm["requested"])
+                    break
         fatal = detail.pop("fatal", True)
         ev = OOMEvent(
             kind=hit.kind, source=source, line=first.number, end_line=lines[hit.end].number, rank=rank,

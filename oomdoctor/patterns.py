@@ -22,9 +22,9 @@ CACHING_1_0 = regex.compile(
 # 1.4-2.0: "...; F free; [X allowed; ]R reserved in total by PyTorch)" (+ max_split_size_mb hint from 1.10).
 # Ascend NPU builds add "X current active;".
 CACHING_1_4 = regex.compile(
-    _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r")\s?\((?:GPU|NPU) (?P<gpu>\d*); "
+    _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r")\s?\((?:GPU|NPU)\s{1,2}(?P<gpu>\d*); "
     r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
-    r"(?:" + SIZE + r" current active; )?(?P<free>" + SIZE + r") free; (?:(?P<allowed>" + SIZE + r") allowed; )?"
+    r"(?:" + SIZE + r" current active; )?(?:(?P<free>" + SIZE + r") free; )?(?:(?P<allowed>" + SIZE + r") allowed; )?"
     r"(?P<reserved>" + SIZE + r") reserved in total by PyTorch\)" + _HINT_TAIL
 )
 # 2.1+ ("capacty" typo in 2.1): ". GPU N has a total capacity of T of which F is free. <processes>
@@ -64,7 +64,7 @@ MPS = regex.compile(
     + r") on (?P<pool>shared|private) pool"
 )
 XLA_BYTES = regex.compile(
-    r"RESOURCE_EXHAUSTED: Out of memory (?:while )?trying to allocate (?P<requested>\d+(?:\.\d+)?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
+    r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory (?:while )?trying to allocate (?P<requested>\d+(?:\.\d+)?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
 )
 XLA_HBM = regex.compile(
     r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<used>\d+(?:\.\d+)?[KMGT]?) of (?P<limit>\d+(?:\.\d+)?[KMGT]?) \w+"
@@ -76,7 +76,7 @@ BFC_RAN_OUT = regex.compile(
 )
 BFC_STAT = regex.compile(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d+)\s*$")
 TF_OOM = regex.compile(
-    r"OOM when allocating tensor (?:with shape\s?\[?(?P<shape>[\d, ]*)\]? and type (?P<dtype>\w+) )?"
+    r"OOM when allocating tensor (?:(?:with|of) shape\s?\[?(?P<shape>[\d, ]*)\]? and type (?P<dtype>\w+) )?"
     r"(?:on (?P<device>[\w:/]+) )?(?:by allocator (?P<allocator>\w+))?"
 )
 STREAM_EXECUTOR_OOM = regex.compile(
@@ -89,14 +89,14 @@ KV_CACHE = regex.compile(
     r"|[Ii]nsufficient (?:memory for )?KV cache"
 )
 CPU_ALLOC = regex.compile(
-    r"DefaultCPUAllocator: (?:can't allocate memory: you tried to allocate (?P<requested>\d+) bytes"
-    r"|not enough memory: you tried to allocate (?P<gb>\d+)GB)"
+    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
+    r"(?:(?P<requested>\d+) bytes|(?P<gb>\d+)GB)"
 )
 HOST_KILL = regex.compile(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
-    r"|\bKilled\s*$|^\s*Killed\b|\d+ Killed\s"
+    r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|\d+ Killed\s"
     r"|oom[_-]kill(?:er)? event|Detected \d+ oom[_-]kill|killed by the cgroup out-of-memory handler"
-    r"|task \d+: Out Of Memory|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
+    r"|task \d+: Out Of Memory|exceeded memory limit \(\d+ > \d+\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
 )
 # Not kills: "Killed 3 stale workers", "SIGKILL" in a shutdown notice of a healthy run.
 HOST_KILL_NOT = regex.compile(r"Killed \d+ |Sending process \d+ closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
@@ -111,3 +111,4 @@ ALLOC_CONF = regex.compile(
 )
 ROOT_CAUSE = regex.compile(r"Root Cause \(first observed failure\)")
 ROOT_RANK = regex.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
+NCCL_CALLOC = regex.compile(r"Failed to CUDA (?:calloc|malloc|host alloc) (?P<requested>\d+) bytes")
