@@ -5,6 +5,7 @@ Everything here imports torch; only trial subprocesses import this module.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from typing import Any
@@ -174,6 +175,16 @@ class StorageTracker(TorchDispatchMode):
         self.flops = 0
         self._refs: dict[int, weakref.ref] = {}
         self._next = 0
+        self.paused = 0
+
+    @contextlib.contextmanager
+    def untracked(self):
+        """Storages created inside are not device memory (e.g. modelled as offloaded to the host)."""
+        self.paused += 1
+        try:
+            yield
+        finally:
+            self.paused -= 1
 
     def _on_free(self, sid: int, nbytes: int):
         def callback(_ref: Any) -> None:
@@ -187,6 +198,9 @@ class StorageTracker(TorchDispatchMode):
             return
         storage = t.untyped_storage()
         if getattr(storage, "_oomdoctor_sid", None) is not None:
+            return
+        if self.paused:
+            storage._oomdoctor_sid = -1
             return
         nbytes = round_block(storage.nbytes()) if storage.nbytes() else 0
         if nbytes == 0:
@@ -217,6 +231,16 @@ class StorageTracker(TorchDispatchMode):
             b, h, s, d = q.shape
             self.flops += 10 * b * h * s * args[2].shape[-2] * d
 
+    def __enter__(self):
+        global ACTIVE
+        ACTIVE = self
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        global ACTIVE
+        ACTIVE = None
+        return super().__exit__(*exc)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in _tensors(out):
@@ -226,6 +250,14 @@ class StorageTracker(TorchDispatchMode):
         except (AttributeError, IndexError, TypeError, ValueError):
             pass
         return out
+
+
+ACTIVE: StorageTracker | None = None
+
+
+def untracked():
+    """A context where new storages are not counted (no-op outside a tracked replay)."""
+    return ACTIVE.untracked() if ACTIVE is not None else contextlib.nullcontext()
 
 
 def _tensors(value: Any):

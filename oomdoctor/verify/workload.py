@@ -53,7 +53,7 @@ class _Gathered(torch.autograd.Function):
         gshard = None
         if shard.requires_grad:
             gw = grad.reshape(-1, shape[0]).t() @ xc.reshape(-1, shape[1])
-            gshard = gw.reshape(-1)[: shard.numel()].to(shard.dtype)  # reduce-scatter output
+            gshard = gw.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype)  # reduce-scatter output
         return gx, gshard, None, None
 
 
@@ -71,7 +71,16 @@ class _GatheredEmbedding(torch.autograd.Function):
         shape, device = ctx.meta
         full = torch.zeros(shape, dtype=grad.dtype, device=device)
         full.index_add_(0, idx.reshape(-1), grad.reshape(-1, shape[1]))
-        return None, full.reshape(-1)[: shard.numel()].to(shard.dtype), None, None
+        return None, full.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype), None, None
+
+
+def _host_memory(device: torch.device, offloaded: bool):
+    """Offloaded parameter shards: on the simulator they stay on the device but are not counted
+    (fake CPU leaves with device gradients break fake-mode autograd); on a real GPU they would live on the host."""
+    if offloaded and device.type == "simgpu":
+        from oomdoctor.verify.simgpu import untracked
+        return untracked()
+    return contextlib.nullcontext()
 
 
 class Ctx:
@@ -82,12 +91,13 @@ class Ctx:
         self.device = device
         self.dtype = DTYPES[p.dtype]
         self.sharded = p.zero_stage >= 3
-        self.param_device = torch.device("cpu") if p.offload == "all" else device
+        self.offload_params = p.offload == "all"
 
     def weight(self, shape: tuple[int, ...], trainable: bool) -> nn.Parameter:
         if self.sharded:
             n = math.prod(shape)
-            data = torch.empty(-(-n // self.p.world_size), dtype=self.dtype, device=self.param_device)
+            with _host_memory(self.device, self.offload_params):
+                data = torch.empty(-(-n // self.p.world_size), dtype=self.dtype, device=self.device)
         else:
             data = torch.empty(shape, dtype=self.dtype, device=self.device)
         nn.init.normal_(data, std=0.02)

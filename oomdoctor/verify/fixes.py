@@ -1,0 +1,193 @@
+"""Fixes as transforms of (workload params, allocator settings), keyed by the ids in oomdoctor.fixids.
+
+A transform returns the changed params and alloc_conf plus a note of what changed, or raises NotApplicable
+(reported as a trial with "verifiable": false, never dropped). No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from oomdoctor.fixids import FIX_IDS, VERIFIABLE
+from oomdoctor.verify.allocator import AllocConf
+
+MAX_SPLIT_MB = 512
+GC_THRESHOLD = 0.6
+
+
+class NotApplicable(Exception):
+    """The fix cannot be applied to this workload (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One trial's inputs: the workload params, allocator settings and what the fix changed."""
+
+    params: dict[str, Any]
+    alloc_conf: str
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+def _need(params: dict[str, Any], *keys: str) -> None:
+    missing = [k for k in keys if k not in params]
+    if missing:
+        raise NotApplicable(f"the workload's params have no {', '.join(map(repr, missing))} key")
+
+
+def _set(v: Variant, **changes: Any) -> Variant:
+    before = {k: v.params.get(k) for k in changes}
+    return replace(v, params={**v.params, **changes},
+                   changes={k: [before[k], changes[k]] for k in changes})
+
+
+def halve_batch(v: Variant, phase: str) -> Variant:
+    _need(v.params, "batch")
+    batch = int(v.params["batch"])
+    if batch < 2:
+        raise NotApplicable("the per-device batch is already 1")
+    out = _set(v, batch=batch // 2, grad_accum=int(v.params.get("grad_accum", 1)) * 2)
+    return out
+
+
+def gradient_checkpointing(v: Variant, phase: str) -> Variant:
+    if phase != "train":
+        raise NotApplicable("checkpointing only changes memory when gradients are computed (phase: train)")
+    _need(v.params, "gradient_checkpointing")
+    if v.params["gradient_checkpointing"]:
+        raise NotApplicable("gradient checkpointing is already on")
+    return _set(v, gradient_checkpointing=True)
+
+
+def bf16_autocast(v: Variant, phase: str) -> Variant:
+    _need(v.params, "autocast")
+    if v.params.get("autocast") or v.params.get("dtype") in ("bfloat16", "float16"):
+        raise NotApplicable("the step already runs in 16-bit precision")
+    return _set(v, autocast="bfloat16")
+
+
+def eval_no_grad(v: Variant, phase: str) -> Variant:
+    if phase != "eval":
+        raise NotApplicable("applies to evaluation (phase: eval)")
+    _need(v.params, "eval_no_grad")
+    if v.params["eval_no_grad"]:
+        raise NotApplicable("evaluation already runs under no_grad")
+    return _set(v, eval_no_grad=True)
+
+
+def smaller_eval_batch(v: Variant, phase: str) -> Variant:
+    if phase == "train":
+        raise NotApplicable("applies to evaluation or generation (phase: eval/generate)")
+    _need(v.params, "batch")
+    current = int(v.params.get("eval_batch") or v.params["batch"])
+    if current < 2:
+        raise NotApplicable("the evaluation batch is already 1")
+    return _set(v, eval_batch=current // 2)
+
+
+def shorter_max_seq(v: Variant, phase: str) -> Variant:
+    _need(v.params, "seq_len")
+    seq = int(v.params["seq_len"])
+    if seq < 2:
+        raise NotApplicable("the sequence length is already 1")
+    return _set(v, seq_len=seq // 2)
+
+
+def _conf(v: Variant, **changes: Any) -> Variant:
+    before = AllocConf.parse(v.alloc_conf)
+    after = replace(before, **changes)
+    if after == before:
+        raise NotApplicable(f"the allocator already runs with {before.render()}")
+    return replace(v, alloc_conf=after.render(), changes={"alloc_conf": [before.render(), after.render()]})
+
+
+def expandable_segments(v: Variant, phase: str) -> Variant:
+    return _conf(v, expandable_segments=True)
+
+
+def max_split_size(v: Variant, phase: str) -> Variant:
+    return _conf(v, max_split_size=MAX_SPLIT_MB * 1024 * 1024)
+
+
+def gc_threshold(v: Variant, phase: str) -> Variant:
+    return _conf(v, garbage_collection_threshold=GC_THRESHOLD)
+
+
+def lighter_optimizer(v: Variant, phase: str) -> Variant:
+    if phase != "train":
+        raise NotApplicable("the optimizer only runs in phase: train")
+    _need(v.params, "optimizer")
+    nxt = {"adamw": "adafactor", "adafactor": "sgd"}.get(str(v.params["optimizer"]))
+    if nxt is None:
+        raise NotApplicable(f"optimizer {v.params['optimizer']!r} has no lighter variant here")
+    return _set(v, optimizer=nxt)
+
+
+def raise_zero_stage(v: Variant, phase: str) -> Variant:
+    _need(v.params, "zero_stage")
+    stage = int(v.params["zero_stage"])
+    if stage >= 3:
+        raise NotApplicable("already at ZeRO stage 3 / FSDP FULL_SHARD")
+    if int(v.params.get("world_size", 1)) < 2:
+        raise NotApplicable("sharding needs world_size ≥ 2 (try more-gpus)")
+    return _set(v, zero_stage=3 if phase != "train" else stage + 1)
+
+
+def cpu_offload(v: Variant, phase: str) -> Variant:
+    _need(v.params, "offload")
+    offload = v.params["offload"]
+    if offload == "none":
+        return _set(v, offload="optimizer")
+    if offload == "optimizer" and int(v.params.get("zero_stage", 0)) >= 3:
+        return _set(v, offload="all")
+    raise NotApplicable("optimizer states are offloaded already; parameter offload needs zero_stage: 3")
+
+
+def more_gpus(v: Variant, phase: str) -> Variant:
+    _need(v.params, "world_size", "zero_stage")
+    if int(v.params["zero_stage"]) == 0:
+        raise NotApplicable("with zero_stage: 0 (DDP) every GPU holds the full state; more GPUs do not help")
+    return _set(v, world_size=int(v.params["world_size"]) * 2)
+
+
+def fused_cross_entropy(v: Variant, phase: str) -> Variant:
+    _need(v.params, "fused_cross_entropy")
+    if v.params["fused_cross_entropy"]:
+        raise NotApplicable("the loss is already chunked")
+    return _set(v, fused_cross_entropy=True)
+
+
+TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
+    "halve-batch": halve_batch,
+    "gradient-checkpointing": gradient_checkpointing,
+    "bf16-autocast": bf16_autocast,
+    "eval-no-grad": eval_no_grad,
+    "smaller-eval-batch": smaller_eval_batch,
+    "shorter-max-seq": shorter_max_seq,
+    "expandable-segments": expandable_segments,
+    "max-split-size": max_split_size,
+    "gc-threshold": gc_threshold,
+    "lighter-optimizer": lighter_optimizer,
+    "raise-zero-stage": raise_zero_stage,
+    "cpu-offload": cpu_offload,
+    "more-gpus": more_gpus,
+    "fused-cross-entropy": fused_cross_entropy,
+}
+assert set(TRANSFORMS) == VERIFIABLE, "every verifiable fix id needs a transform"
+
+
+def apply(fix: str, base: Variant, phase: str) -> Variant:
+    """Apply one fix; NotApplicable when verify cannot replay it."""
+    if fix not in FIX_IDS:
+        raise NotApplicable(f"unknown fix id {fix!r}")
+    transform = TRANSFORMS.get(fix)
+    if transform is None:
+        raise NotApplicable(f"{fix} ({FIX_IDS[fix]}) is not something a step replay can test")
+    return transform(base, phase)
+
+
+def effective_batch(params: dict[str, Any]) -> int | None:
+    """Samples per optimizer step over all GPUs, when the params say."""
+    if "batch" not in params:
+        return None
+    return int(params["batch"]) * int(params.get("grad_accum", 1)) * int(params.get("world_size", 1))
