@@ -20,7 +20,7 @@ from oomdoctor.rules.schema import Condition, Rule
 PRIMARY_MIN = 0.5  # below this nothing is called the cause
 CONTRIBUTING_MIN = 0.35  # below this a diagnosis is a hypothesis
 IMPLAUSIBLE_CAP = 0.3  # a rule citing an untrustworthy figure is at most a hypothesis
-MAX_CONFIDENCE = 0.99
+MAX_CONFIDENCE = 0.95
 
 _ORDER = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le,
           "eq": operator.eq, "ne": operator.ne}

@@ -1,0 +1,93 @@
+"""Markdown and HTML reports: structure, self-containment, memory bar and chart."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+from oomdoctor.diagnosis import Report
+from oomdoctor.report import html, markdown
+from oomdoctor.rules.engine import diagnose
+from rules_helpers import facts
+from test_rules_engine import STORIES
+
+
+def report_for(name: str) -> Report:
+    f, _ = STORIES[name]
+    return Report(events=f.events, diagnoses=diagnose(f), runs=f.runs)
+
+
+class Collector(HTMLParser):
+    """Tags with their attributes, and every URL-bearing attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        d = {k: v or "" for k, v in attrs}
+        self.tags.append((tag, d))
+        self.urls += [d[k] for k in ("src", "href", "action", "xlink:href") if k in d]
+
+    def segments(self) -> list[str]:
+        return [a["data-segment"] for _, a in self.tags if "data-segment" in a]
+
+    def has(self, tag: str, cls: str = "") -> bool:
+        return any(t == tag and cls in a.get("class", "") for t, a in self.tags)
+
+
+def parse(page: str) -> Collector:
+    c = Collector()
+    c.feed(page)
+    return c
+
+
+def test_html_bar_segments_and_no_fetches() -> None:
+    page = html.render(report_for("lora-eval-every-50-steps"))
+    c = parse(page)
+    assert {"allocated", "unallocated", "free"} <= set(c.segments())
+    assert not [u for u in c.urls if u.startswith(("http", "//"))]
+    assert not c.has("script") and not c.has("link") and "@import" not in page and "url(" not in page
+    assert not c.has("polyline")  # no memory samples, no chart
+
+
+def test_html_chart_when_samples_exist() -> None:
+    c = parse(html.render(report_for("leak")))
+    assert c.has("svg") and c.has("polyline", "series-allocated") and c.has("line", "oom")
+
+
+def test_html_other_process_segment() -> None:
+    c = parse(html.render(report_for("other-process")))
+    assert "others" in c.segments()
+
+
+def test_html_escapes_log_text() -> None:
+    f = facts(message="<script>alert(1)</script> CUDA out of memory", requested_gib=1, total_gib=10, free_gib=0.1,
+              allocated_gib=9, reserved_unallocated_gib=0.1, reserved_gib=9.1)
+    r = Report(events=f.events, diagnoses=diagnose(f), runs=f.runs)
+    page = html.render(r)
+    assert "<script>" not in page and not parse(page).has("script")
+
+
+def test_html_without_events() -> None:
+    assert "No out-of-memory event" in html.render(Report())
+
+
+def test_markdown_sections() -> None:
+    md = markdown.render(report_for("first-step-batch-32"))
+    assert md.startswith("## oomdoctor: ")
+    assert "**Verdict:** batch too large" in md
+    assert "| # | kind |" in md and "<details><summary>Key log lines</summary>" in md
+    assert "halve-batch" in md and "train.log:500:" in md
+    assert md.count("<details>") == md.count("</details>")
+
+
+def test_markdown_escapes_pipes_and_fences() -> None:
+    f = facts(source="a|b.log", message="x ``` y", requested_gib=1, total_gib=10, free_gib=0.1, allocated_gib=9,
+              reserved_unallocated_gib=0.1, reserved_gib=9.1)
+    md = markdown.render(Report(events=f.events, diagnoses=diagnose(f), runs=f.runs))
+    assert "a\\|b.log" in md and "````" in md
+
+
+def test_markdown_without_events() -> None:
+    assert "No out-of-memory event" in markdown.render(Report())
