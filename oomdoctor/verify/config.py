@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from oomdoctor.fixids import FIX_IDS, VERIFIABLE
 from oomdoctor.units import MIB, UnitError, parse_size
@@ -44,6 +44,12 @@ def _size(value: Any) -> int:
         return parse_size(str(value))
     except UnitError as exc:
         raise ValueError(f"not a size: {value!r} ({exc})") from exc
+
+
+def _fix_id(value: str) -> str:
+    if value not in FIX_IDS:
+        raise ValueError(f"unknown fix id {value!r}")
+    return value
 
 
 class Workload(BaseModel):
@@ -95,7 +101,7 @@ class VerifyConfig(BaseModel):
     device: Literal["auto", "cuda", "sim"] = "auto"
     memory: Memory
     alloc_conf: str = ""
-    fixes: list[str] | None = None
+    fixes: list[Annotated[str, AfterValidator(_fix_id)]] | None = None
     steps: int = Field(2, ge=1, description="steps to replay; 2 includes the optimizer's first step")
     timeout: float = Field(300.0, gt=0, description="seconds per trial")
     margin: float = Field(0.05, ge=0, lt=1, description="--max-batch: headroom kept, fraction of capacity")
@@ -109,13 +115,6 @@ class VerifyConfig(BaseModel):
             raise ValueError(str(exc)) from exc
         return v
 
-    @field_validator("fixes")
-    @classmethod
-    def _fixes(cls, v: list[str] | None) -> list[str] | None:
-        for i, fix in enumerate(v or ()):
-            if fix not in FIX_IDS:
-                raise ValueError(f"unknown fix id {fix!r} (item {i})")
-        return v
 
 
 class Resolved(BaseModel):

@@ -1,0 +1,186 @@
+"""The caching-allocator model on hand-made traces (pure Python, no torch)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from oomdoctor.units import MIB
+from oomdoctor.verify.allocator import (
+    AllocConf,
+    AllocConfError,
+    CachingAllocator,
+    allocation_size,
+    replay,
+    round_size,
+)
+
+
+def a(i: int, n: int) -> tuple[str, int, int]:
+    return ("a", i, n)
+
+
+def f(i: int) -> tuple[str, int, int]:
+    return ("f", i, 0)
+
+
+@pytest.mark.parametrize("size,rounded", [(1, 512), (512, 512), (513, 1024), (1000, 1024), (MIB + 1, MIB + 512)])
+def test_round_size_512(size, rounded):
+    assert round_size(size) == rounded
+
+
+def test_round_size_power2_divisions():
+    assert round_size(3 * MIB, 4) == 3 * MIB  # already on a division
+    assert round_size(3 * MIB + 1, 4) == 3 * MIB + 512 * 1024  # next quarter of [2, 4) MiB
+    assert round_size(4 * MIB, 4) == 4 * MIB  # powers of two unchanged
+
+
+@pytest.mark.parametrize("size,segment", [
+    (512, 2 * MIB), (MIB, 2 * MIB), (MIB + 512, 20 * MIB), (10 * MIB - 512, 20 * MIB),
+    (10 * MIB, 10 * MIB), (11 * MIB, 12 * MIB),
+])
+def test_allocation_size(size, segment):
+    assert allocation_size(size) == segment
+
+
+def test_small_requests_share_a_2mib_segment():
+    r = replay([a(i, 100_000) for i in range(10)], 1 << 30)
+    assert r.peak_reserved_bytes == 2 * MIB
+    assert r.peak_allocated_bytes == 10 * round_size(100_000)
+
+
+def test_small_and_large_pools_are_separate():
+    # a 1 MiB (small) and a 1 MiB + 1 B (large) request never share a segment
+    r = replay([a(1, MIB), a(2, MIB + 1)], 1 << 30)
+    assert r.peak_reserved_bytes == 2 * MIB + 20 * MIB
+
+
+def test_large_split_and_reuse_of_remainder():
+    # 3 MiB gets a 20 MiB segment, split; the next 3 MiB comes out of the remainder
+    r = replay([a(1, 3 * MIB), a(2, 3 * MIB)], 1 << 30)
+    assert r.peak_reserved_bytes == 20 * MIB
+    assert r.peak_allocated_bytes == 6 * MIB
+
+
+def test_large_remainder_of_1mib_or_less_is_not_split():
+    alloc = CachingAllocator(1 << 30)
+    b = alloc.malloc(19 * MIB + 512)  # segment 20 MiB; remainder 1 MiB - 512 B stays in the block
+    assert b.size == 20 * MIB
+    assert alloc.allocated == 20 * MIB
+
+
+def test_free_merges_neighbours_so_the_segment_can_be_released():
+    trace = [a(1, 5 * MIB), a(2, 5 * MIB), a(3, 5 * MIB), f(2), f(1), f(3)]
+    alloc = CachingAllocator(1 << 30)
+    live = {}
+    for kind, i, n in trace:
+        if kind == "a":
+            live[i] = alloc.malloc(n)
+        else:
+            alloc.free(live.pop(i))
+    large = alloc.pools[1]
+    assert len(large.free) == 1 and large.free[0][0] == 20 * MIB  # one whole free segment again
+    alloc._release_cached()
+    assert alloc.reserved == 0
+
+
+def test_best_fit_picks_the_smallest_free_block():
+    # free blocks of 30 MiB and 12 MiB exist; an 11 MiB request takes the 12 MiB one
+    trace = [a(1, 30 * MIB), a(2, 12 * MIB), f(1), f(2), a(3, 11 * MIB)]
+    r = replay(trace, 1 << 30)
+    assert r.peak_reserved_bytes == 42 * MIB
+
+
+def _fragmenting_trace() -> list[tuple[str, int, int]]:
+    """Five 40 MiB segments each left half used in 20 MiB pieces, then a 60 MiB request."""
+    trace = [a(i, 40 * MIB) for i in range(5)] + [f(i) for i in range(5)]
+    for i in range(5):
+        trace += [a(10 + i, 20 * MIB), a(20 + i, 20 * MIB)]
+    trace += [f(10 + i) for i in range(5)]
+    return trace + [a(99, 60 * MIB)]
+
+
+def test_fragmentation_oom_that_expandable_segments_avoids():
+    native = replay(_fragmenting_trace(), 200 * MIB)
+    assert native.oom
+    assert native.allocated_at_oom == 100 * MIB and native.reserved_at_oom == 200 * MIB
+    assert native.message.startswith("CUDA out of memory. Tried to allocate 60.00 MiB. GPU 0 has a total capacity")
+    assert "100.00 MiB is reserved by PyTorch but unallocated" in native.message
+    expandable = replay(_fragmenting_trace(), 200 * MIB, AllocConf(expandable_segments=True))
+    assert not expandable.oom
+    assert expandable.num_alloc_retries == 1  # unmapped the free pages, then mapped new ones
+
+
+def test_release_cached_and_retry_before_oom():
+    # a cached whole segment is returned to the device so the next request fits
+    r = replay([a(1, 60 * MIB), f(1), a(2, 80 * MIB)], 100 * MIB)
+    assert not r.oom and r.num_alloc_retries == 1
+
+
+def test_non_pytorch_memory_counts_against_the_limit():
+    assert not replay([a(1, 90 * MIB)], 100 * MIB).oom
+    assert replay([a(1, 90 * MIB)], 100 * MIB, non_pytorch=20 * MIB).oom
+
+
+def test_max_split_size_keeps_oversize_blocks_for_large_requests():
+    trace = [a(1, 100 * MIB), f(1), a(2, 30 * MIB)]
+    plain = replay(trace, 1 << 30)
+    assert plain.peak_reserved_bytes == 100 * MIB  # the 30 MiB request splits the cached 100 MiB block
+    capped = replay(trace, 1 << 30, AllocConf(max_split_size=64 * MIB))
+    assert capped.peak_reserved_bytes == 130 * MIB  # oversize blocks are not handed to normal requests
+    # an oversize request does not take a cached block 20 MiB or more larger than itself
+    big = replay([a(1, 200 * MIB), f(1), a(2, 100 * MIB)], 1 << 30, AllocConf(max_split_size=64 * MIB))
+    assert big.peak_reserved_bytes == 300 * MIB
+
+
+def test_max_split_size_releases_oversize_cached_blocks_first():
+    # cached 100 MiB oversize segment + a live 30 MiB: a 70 MiB request frees the oversize block, no full flush
+    trace = [a(1, 100 * MIB), a(2, 30 * MIB), f(1), a(3, 70 * MIB)]
+    r = replay(trace, 140 * MIB, AllocConf(max_split_size=64 * MIB))
+    assert not r.oom and r.num_alloc_retries == 0
+
+
+def test_garbage_collection_threshold_frees_cached_blocks_early():
+    # 30 + 40 MiB cached (70 > 0.5 × 100): before mapping 50 MiB more, GC frees the oldest cached segment,
+    # so no release-everything-and-retry is needed
+    trace = [a(1, 30 * MIB), f(1), a(2, 40 * MIB), f(2), a(3, 50 * MIB)]
+    without = replay(trace, 100 * MIB)
+    with_gc = replay(trace, 100 * MIB, AllocConf(garbage_collection_threshold=0.5))
+    assert without.num_alloc_retries == 1 and with_gc.num_alloc_retries == 0
+    assert not without.oom and not with_gc.oom
+
+
+def test_reserved_never_below_allocated_on_random_traces():
+    rng = random.Random(7)
+    for conf in (AllocConf(), AllocConf(expandable_segments=True), AllocConf(max_split_size=32 * MIB)):
+        alloc = CachingAllocator(1 << 40, conf)
+        live = []
+        for step in range(3000):
+            if live and rng.random() < 0.45:
+                alloc.free(live.pop(rng.randrange(len(live))))
+            else:
+                live.append(alloc.malloc(rng.choice([300, 70_000, 3 * MIB, 25 * MIB, 130 * MIB])))
+            assert alloc.reserved >= alloc.allocated
+        assert alloc.peak_reserved >= alloc.peak_allocated
+
+
+def test_alloc_conf_parse_and_render():
+    conf = AllocConf.parse("expandable_segments:True, max_split_size_mb:128,garbage_collection_threshold:0.6")
+    assert conf.expandable_segments and conf.max_split_size == 128 * MIB
+    assert conf.garbage_collection_threshold == 0.6
+    assert AllocConf.parse(conf.render()) == conf
+    assert AllocConf.parse("backend:native") == AllocConf()
+    with pytest.raises(AllocConfError, match="too small"):
+        AllocConf.parse("max_split_size_mb:10")
+    with pytest.raises(AllocConfError, match="Unrecognized"):
+        AllocConf.parse("expandable:True")
+
+
+def test_oom_message_parses_with_the_project_parser():
+    parse = pytest.importorskip("oomdoctor.parse")
+    msg = replay(_fragmenting_trace(), 200 * MIB).message
+    event = parse.parse_text(msg).events[0]
+    assert event.kind == "cuda_oom"
+    assert event.requested_bytes == 60 * MIB and event.total_bytes == 200 * MIB
+    assert event.reserved_unallocated_bytes == 100 * MIB

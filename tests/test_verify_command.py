@@ -1,0 +1,192 @@
+"""verify's config handling, exit codes, JSON contract and trial isolation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from oomdoctor.units import GIB, MIB
+from oomdoctor.verify import command, config, runner
+
+TINY = "{layers: 2, width: 256, heads: 4, vocab: 8192, seq_len: 256, batch: 8}"
+
+
+def write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def bad(tmp_path, capsys, text: str) -> str:
+    assert command.run(write(tmp_path, text)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("tip: ")
+    return lines[0]
+
+
+def test_unknown_key_names_file_and_line(tmp_path, capsys):
+    line = bad(tmp_path, capsys, """
+        workload: {model: transformer}
+        memory:
+          limit: 24GiB
+          limt: 3
+        """)
+    assert line.startswith(f"{tmp_path / 'cfg.yaml'}:4: memory.limt")
+
+
+def test_unknown_fix_id_points_at_the_item(tmp_path, capsys):
+    line = bad(tmp_path, capsys, """
+        workload: {model: transformer}
+        memory: {limit: 24GiB}
+        fixes:
+          - halve-batch
+          - buy-a-bigger-gpu
+        """)
+    assert ":5: fixes.1: unknown fix id 'buy-a-bigger-gpu'" in line
+
+
+def test_bad_transformer_param_points_into_params(tmp_path, capsys):
+    line = bad(tmp_path, capsys, """
+        workload:
+          model: transformer
+          params:
+            layers: 2
+            widht: 64
+        memory: {limit: 24GiB}
+        """)
+    assert ":5: workload.params.widht" in line
+
+
+@pytest.mark.parametrize("text,where,what", [
+    ("workload: {model: transformer}\nmemory: {limit: lots}\n", ":2:", "not a size"),
+    ("workload: {model: transformer}\nmemory: {limit: 1GiB}\nalloc_conf: max_split_size_mb:4\n", ":3:", "too small"),
+    ("workload: {model: transformer}\nmemory: {limit: 1GiB}\nphase: warmup\n", ":3:", "phase"),
+    ("workload: {entry: nocolon}\nmemory: {limit: 1GiB}\n", ":1:", "entry"),
+    ("workload: {model: transformer}\nmemory: {limit: 1GiB, diagnosis: d.json}\n", ":2:", "exactly one"),
+    ("workload: [\n", ":2:", "not valid YAML"),
+])
+def test_bad_values(tmp_path, capsys, text, where, what):
+    line = bad(tmp_path, capsys, text)
+    assert where in line and what in line
+
+
+def test_missing_config_file(tmp_path, capsys):
+    assert command.run(tmp_path / "nope.yaml") == 2
+    assert "cannot read config" in capsys.readouterr().err
+
+
+def _diagnosis(tmp_path: Path) -> Path:
+    doc = {"version": "0.1.0", "events": [{
+        "kind": "cuda_oom", "total_bytes": 24 * GIB, "reserved_bytes": 20 * GIB,
+        "process_in_use_bytes": 20 * GIB + 300 * MIB,
+        "other_processes": [{"pid": 7, "bytes": 2 * GIB}], "message": "CUDA out of memory."}],
+        "diagnoses": [{"rule": "r", "category": "capacity", "confidence": 0.9, "title": "t", "evidence": [],
+                       "fixes": [{"id": "gradient-checkpointing", "title": "", "changes": {}},
+                                 {"id": "free-other-process", "title": "", "changes": {}},
+                                 {"id": "halve-batch", "title": "", "changes": {}}]}]}
+    path = tmp_path / "diag.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_memory_and_fixes_from_diagnosis(tmp_path):
+    _diagnosis(tmp_path)
+    res = config.load(write(tmp_path, "workload: {model: transformer}\nmemory: {diagnosis: diag.json}\n"))
+    assert res.capacity_bytes == 22 * GIB  # total minus the other process
+    assert res.non_pytorch_bytes == 300 * MIB  # this process's in-use minus PyTorch's reserved
+    assert res.fixes == ["gradient-checkpointing", "halve-batch"] and res.fixes_from == "diagnosis"
+
+
+def test_diagnosis_event_index_out_of_range(tmp_path, capsys):
+    _diagnosis(tmp_path)
+    line = bad(tmp_path, capsys, "workload: {model: transformer}\nmemory: {diagnosis: diag.json, event: 3}\n")
+    assert ":2: memory.event" in line
+
+
+def test_default_fixes_by_phase(tmp_path):
+    res = config.load(write(tmp_path, "workload: {model: transformer}\nmemory: {limit: 1GiB}\nphase: eval\n"))
+    assert res.fixes[0] == "eval-no-grad" and res.fixes_from == "default"
+
+
+def test_command_module_does_not_import_torch():
+    code = "import sys, oomdoctor.verify.command; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_baseline_ooms_and_a_fix_fits_json_contract(tmp_path, capsys):
+    cfg = write(tmp_path, f"""
+        workload:
+          model: transformer
+          params: {TINY}
+        device: sim
+        memory: {{limit: 260MiB, non_pytorch: 0}}
+        fixes: [halve-batch, free-other-process]
+        """)
+    out = tmp_path / "out.json"
+    assert command.run(cfg, fmt="json", output=out) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == json.loads(out.read_text())
+    assert doc["device"] == "sim" and doc["capacity_bytes"] == 260 * MIB
+    base, halve, other = doc["trials"]
+    for t in doc["trials"]:
+        assert {"fix", "oom", "peak_allocated_bytes", "peak_reserved_bytes", "seconds"} <= set(t)
+    assert base["fix"] == "baseline" and base["oom"] is True
+    assert base["message"].startswith("CUDA out of memory. Tried to allocate")
+    assert halve["oom"] is False and halve["fits"] and halve["headroom_bytes"] > 0
+    assert halve["params"]["batch"] == 4 and halve["params"]["grad_accum"] == 2 and halve["effective_batch"] == 8
+    assert other["verifiable"] is False and other["oom"] is None and "not something" in other["error"]
+
+
+def test_crashing_entry_point_is_reported_not_fatal(tmp_path, capsys):
+    (tmp_path / "crash.py").write_text("import os\ndef make(params, device):\n    os.abort()\n")
+    cfg = write(tmp_path, """
+        workload: {entry: crash.py:make, params: {batch: 2}}
+        device: sim
+        memory: {limit: 1GiB}
+        fixes: [expandable-segments, gradient-checkpointing]
+        """)
+    assert command.run(cfg, fmt="json") == 1
+    doc = json.loads(capsys.readouterr().out)
+    base, exp, ckpt = doc["trials"]
+    assert "exited with status" in base["error"] and "exited with status" in exp["error"]
+    assert ckpt["verifiable"] is False and "gradient_checkpointing" in ckpt["error"]
+
+
+def test_trial_timeout_is_reported(tmp_path):
+    (tmp_path / "slow.py").write_text("import time\ndef make(params, device):\n    time.sleep(60)\n")
+    spec = {"device": "sim", "phase": "train", "steps": 1, "capacity_bytes": GIB, "base_dir": str(tmp_path),
+            "workload": {"kind": "entry", "entry": "slow.py:make", "params": {}}}
+    out = runner.run_trial(spec, timeout=4)
+    assert out["error"] == "timed out after 4 s"
+
+
+def test_max_batch_bisection(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from oomdoctor.verify.trial import run_sim
+    monkeypatch.setattr(runner, "run_trial", lambda spec, timeout: run_sim(spec))  # in-process: fast
+    res = config.load(write(tmp_path, f"""
+        workload: {{model: transformer, params: {TINY}}}
+        memory: {{limit: 260MiB, non_pytorch: 0}}
+        steps: 1
+        """))
+    out = runner.max_batch(res, "sim")
+    best = out["max_batch"]
+    assert 1 <= best < 8
+    assert out["grad_accum"] * best >= 8
+    limit = 260 * MIB * (1 - res.config.margin)
+
+    def peak(batch):
+        spec = runner.spec_for(res, "sim", runner.fixmod.Variant({**runner.base_variant(res).params,
+                                                                  "batch": batch}, ""))
+        r = run_sim(spec)
+        return r["oom"] or r["peak_reserved_bytes"] > limit
+    assert not peak(best) and peak(best + 1)

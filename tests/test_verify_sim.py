@@ -1,0 +1,81 @@
+"""Sim replays of tiny transformer steps: the memory effects each fix should have."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from oomdoctor.units import GIB  # noqa: E402
+from oomdoctor.verify.trial import run_sim  # noqa: E402
+
+TINY = {"layers": 2, "width": 128, "heads": 4, "vocab": 4096, "seq_len": 256, "batch": 8}
+
+
+def replay(phase: str = "train", steps: int = 1, capacity: int = GIB, alloc_conf: str = "", **params):
+    spec = {"device": "sim", "phase": phase, "steps": steps, "capacity_bytes": capacity,
+            "alloc_conf": alloc_conf, "workload": {"kind": "transformer", "params": {**TINY, **params}}}
+    return run_sim(spec)
+
+
+@pytest.fixture(scope="module")
+def base():
+    return replay()
+
+
+def activations(result, weights_etc):
+    return result["unlimited_peak_allocated_bytes"] - weights_etc
+
+
+def test_allocator_reserved_at_least_allocated(base):
+    assert base["peak_reserved_bytes"] >= base["peak_allocated_bytes"] > 0
+    assert not base["oom"] and base["headroom_bytes"] > 0
+
+
+def test_gradient_checkpointing_reduces_peak(base):
+    ckpt = replay(gradient_checkpointing=True, layers=4)
+    plain = replay(layers=4)
+    assert ckpt["unlimited_peak_allocated_bytes"] < plain["unlimited_peak_allocated_bytes"]
+    assert ckpt["flops"] > plain["flops"]  # recompute costs compute
+
+
+def test_halving_batch_roughly_halves_activations():
+    # the same model at batch 8, 4 and (to isolate the batch-independent part) 2 and 1 — activations are linear
+    p = {b: replay(batch=b)["unlimited_peak_allocated_bytes"] for b in (1, 2, 4, 8)}
+    fixed = 2 * p[1] - p[2]  # weights, grads, states: what does not scale with the batch
+    ratio = (p[4] - fixed) / (p[8] - fixed)
+    assert 0.45 <= ratio <= 0.55
+
+
+def test_bf16_autocast_keeps_fp32_losses_and_lowers_peak(base):
+    bf16 = replay(autocast="bfloat16")
+    assert bf16["unlimited_peak_allocated_bytes"] < base["unlimited_peak_allocated_bytes"]
+
+
+def test_fused_cross_entropy_avoids_full_logits(base):
+    fused = replay(fused_cross_entropy=True, ce_chunk_tokens=256)
+    # full fp32 logits at batch 8 × 256 × 4096 are 32 MiB; chunks of 256 rows are 4 MiB
+    assert base["unlimited_peak_allocated_bytes"] - fused["unlimited_peak_allocated_bytes"] > 16 * 2**20
+
+
+def test_sharding_stages_lower_the_rank_peak():
+    peaks = [replay(steps=2, zero_stage=s, world_size=4, vocab=8192)["unlimited_peak_allocated_bytes"] for s in (0, 1, 3)]
+    assert peaks[0] > peaks[1] > peaks[2]
+
+
+def test_eval_without_no_grad_keeps_activations():
+    with_grad = replay(phase="eval", eval_no_grad=False)
+    no_grad = replay(phase="eval")
+    assert with_grad["unlimited_peak_allocated_bytes"] > no_grad["unlimited_peak_allocated_bytes"]
+
+
+def test_generate_phase_runs():
+    out = replay(phase="generate", max_new_tokens=4)
+    assert not out["oom"] and out["events"] > 0
+
+
+def test_tight_limit_reproduces_oom_with_cuda_message(base):
+    out = replay(capacity=base["peak_reserved_bytes"] // 2)
+    assert out["oom"]
+    assert out["message"].startswith("CUDA out of memory. Tried to allocate ")
+    assert out["peak_reserved_bytes"] <= base["peak_reserved_bytes"] // 2
