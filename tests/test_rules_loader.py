@@ -1,0 +1,97 @@
+"""Rule loading: every error collected with file:line and a tip; user packs override by id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oomdoctor.rules.loader import DEFAULT_RULES_DIR, RuleLoadError, load_dir, load_rules
+
+GOOD = """\
+id: {id}
+category: capacity
+title: t
+condition:
+  all:
+    - {{fact: requested_bytes, op: gt, fact2: free_bytes}}
+confidence: 0.5
+message: {{seen: "asked {{{{ requested_bytes | bytes }}}}", why: w, do: d}}
+fixes: [halve-batch]
+"""
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_builtin_rules_load_and_cover_every_category() -> None:
+    from oomdoctor.diagnosis import CATEGORIES
+
+    registry = load_rules(check_fixtures=True)
+    assert {r.rule.category for r in registry.values()} == set(CATEGORIES)
+    assert all(p.rule.id == p.path.stem for p in registry.values())
+
+
+def test_errors_are_collected_across_files_with_lines(tmp_path: Path) -> None:
+    write(tmp_path, "a", GOOD.format(id="a").replace("requested_bytes, op: gt", "requestd_bytes, op: gt"))
+    write(tmp_path, "b", GOOD.format(id="b") + "colour: red\n")
+    write(tmp_path, "c", GOOD.format(id="c").replace("halve-batch", "halve-the-batch"))
+    _, errors = load_dir(tmp_path)
+    text = "\n".join(str(e) for e in errors)
+    assert "a.yaml:6: condition.all.0.fact: unknown fact 'requestd_bytes' (did you mean 'requested_bytes'?)" in text
+    assert "b.yaml:10: colour: Extra inputs are not permitted" in text
+    assert "c.yaml:9: fixes: unknown fix id 'halve-the-batch'" in text
+    assert all(e.tip for e in errors)
+
+
+def test_template_names_and_file_name_checked(tmp_path: Path) -> None:
+    write(tmp_path, "wrong-name", GOOD.format(id="x").replace("requested_bytes | bytes", "requested | bytes"))
+    _, errors = load_dir(tmp_path)
+    messages = [e.message for e in errors]
+    assert any("message.seen names unknown fact 'requested'" in m for m in messages)
+    assert any("differs from id 'x'" in m for m in messages)
+
+
+@pytest.mark.parametrize(("cond", "needle"), [
+    ("{fact: kind, op: gt, value: 3}", "needs a number"),
+    ("{fact: step, op: gt}", "needs exactly one of value or fact2"),
+    ("{fact: step, op: present, value: 3}", "takes no value"),
+    ("{fact: step, op: in, value: 3}", "needs value: a list"),
+    ("{fact: gradient_checkpointing, op: eq, value: 1}", "is bool"),
+])
+def test_bad_comparisons(tmp_path: Path, cond: str, needle: str) -> None:
+    write(tmp_path, "r", GOOD.format(id="r").replace("{fact: requested_bytes, op: gt, fact2: free_bytes}", cond))
+    _, errors = load_dir(tmp_path)
+    assert any(needle in e.message for e in errors), [str(e) for e in errors]
+
+
+def test_yaml_syntax_error_has_line(tmp_path: Path) -> None:
+    write(tmp_path, "s", "id: s\ncondition: [\n")
+    _, errors = load_dir(tmp_path)
+    assert errors and errors[0].line >= 2 and "YAML syntax" in errors[0].message
+
+
+def test_user_pack_overrides_by_id(tmp_path: Path) -> None:
+    write(tmp_path, "eval-spike", GOOD.format(id="eval-spike"))
+    registry = load_rules([tmp_path])
+    assert registry["eval-spike"].path.parent == tmp_path
+    assert len(registry) == len(load_rules())
+
+
+def test_load_rules_raises_all_errors(tmp_path: Path) -> None:
+    write(tmp_path, "a", "id: a\n")
+    write(tmp_path, "b", "id: b\n")
+    with pytest.raises(RuleLoadError) as exc:
+        load_rules([tmp_path], include_default=False)
+    assert {e.path.name for e in exc.value.errors} == {"a.yaml", "b.yaml"}
+
+
+def test_no_rule_can_execute_code(tmp_path: Path) -> None:
+    from oomdoctor.rules import templates
+
+    with pytest.raises(Exception):
+        templates.render("{{ ''.__class__.__mro__[1].__subclasses__() }}", {})
+    assert DEFAULT_RULES_DIR.is_dir()
