@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,13 +9,14 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from oomdoctor.diagnosis import Report
 from oomdoctor.facts import OOMEvent, RunContext
+from oomdoctor.report.markdown import changes_text
 from oomdoctor.units import GIB, format_bytes
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
                   trim_blocks=True, lstrip_blocks=True)
 ENV.filters["bytes"] = format_bytes
-ENV.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+ENV.filters["changes_text"] = changes_text
 
 CHART_W, CHART_H, PAD_L, PAD_B, PAD_T, PAD_R = 760, 260, 56, 34, 14, 16
 

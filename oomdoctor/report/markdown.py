@@ -41,13 +41,27 @@ def _events_table(events: tuple[OOMEvent, ...]) -> list[str]:
     return rows
 
 
+def changes_text(changes: dict) -> str:
+    """Fix changes as readable YAML-like text: one section per stack, snippets kept as written."""
+    lines: list[str] = []
+    for section, body in changes.items():
+        lines.append(f"{section}:")
+        if isinstance(body, dict):
+            for key, value in body.items():
+                shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                lines.append(f"  {key}: {shown}")
+        else:
+            lines += [f"  {line}" for line in str(body).splitlines()]
+    return "\n".join(lines)
+
+
 def _fix(fix: Fix) -> list[str]:
     tag = " · verifiable with `oomdoctor verify`" if fix.verifiable else ""
     lines = [f"- **`{fix.id}`** — {fix.title}{tag}"]
     if fix.effect:
         lines.append(f"  - expected effect: {fix.effect}")
     if fix.changes:
-        body = "\n".join(f"  {line}" for line in _fence(json.dumps(fix.changes, indent=2, ensure_ascii=False), "json").splitlines())
+        body = "\n".join(f"  {line}" for line in _fence(changes_text(fix.changes), "yaml").splitlines())
         lines.append(body)
     return lines
 
