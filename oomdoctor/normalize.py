@@ -36,6 +36,9 @@ LOG_PREFIX = regex.compile(
 )
 
 
+MAX_LINE_CHARS = 64 * 1024
+
+
 @dataclass(frozen=True)
 class Line:
     """One logical line: its 1-based line number, the rank prefix found on it, and the clean text."""
@@ -71,6 +74,8 @@ def normalize(number: int, raw: str) -> list[Line]:
     for seg in raw.split("\r") if "\r" in raw else (raw,):
         if not seg.strip():
             continue
+        if len(seg) > MAX_LINE_CHARS:  # keep the end: a message glued to a long line comes last
+            seg = seg[-MAX_LINE_CHARS:]
         rank, text = strip_prefixes(seg.rstrip())
         out.append(Line(number, rank, text, seg.rstrip("\n")))
     return out

@@ -78,6 +78,7 @@ def _full(c: tuple[str, regex.Match[str] | None, str] | None) -> bool:
 
 def _classify(text: str) -> tuple[str, regex.Match[str] | None, str] | None:
     """(kind, match, pattern name) for a candidate line's message, or None when it is not an OOM."""
+    text = text[:16384]
     if "out of memory" in text or "Tried to allocate" in text:
         for name in ("CACHING_2_1", "CACHING_1_4", "CACHING_1_0"):
             m = getattr(P, name).search(text)
@@ -224,6 +225,9 @@ def _implausible(f: dict) -> tuple[str, ...]:
         bad.append("allocated_bytes")
     if total and f.get("requested_bytes") is not None and f["requested_bytes"] > 64 * total:
         bad.append("requested_bytes")
+    proc, reserved = f.get("process_in_use_bytes"), f.get("reserved_bytes")
+    if proc is not None and reserved and proc < reserved and "process_in_use_bytes" not in bad:
+        bad.append("process_in_use_bytes")  # NVML could not see the process (containers print 0 bytes)
     return tuple(bad)
 
 

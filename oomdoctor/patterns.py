@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import regex
 
-SIZE = r"\d+(?:\.\d+)?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
+SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
 _DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU)"
 _HINT_TAIL = r"(?P<hint>\s*If reserved[^\n]{0,400})?"
 
@@ -33,7 +33,7 @@ CACHING_1_4 = regex.compile(
 CACHING_2_1 = regex.compile(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d*)\x00? ?has a "
     r"total (?P<capword>capacity|capacty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?\.\s?"
-    r"(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d+) has " + SIZE + r" memory in use\.\s?){0,64})"
+    r"(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE + r" memory in use\.\s?){0,64})"
     r"(?:(?P<allowed>" + SIZE + r") allowed; )?"
     r"Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch,\s"
     r"(?:with (?P<private>" + SIZE + r") allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
@@ -94,7 +94,7 @@ CPU_ALLOC = regex.compile(
 )
 HOST_KILL = regex.compile(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
-    r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|\d+ Killed\s"
+    r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
     r"|oom[_-]kill(?:er)? event|Detected \d+ oom[_-]kill|killed by the cgroup out-of-memory handler"
     r"|task \d+: Out Of Memory|exceeded memory limit \(\d+ > \d+\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
 )

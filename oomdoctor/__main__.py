@@ -1,0 +1,5 @@
+"""`python -m oomdoctor` runs the CLI."""
+
+from oomdoctor.cli import main
+
+main()

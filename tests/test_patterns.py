@@ -1,0 +1,106 @@
+"""One literal example line per message era and kind, parsed to exact figures."""
+
+import pytest
+
+from oomdoctor.parse import parse_text
+
+from decimal import Decimal
+
+GIB, MIB = 1024**3, 1024**2
+
+
+def b(number: str, power: int) -> int:
+    """Exact bytes of a printed figure, computed independently of oomdoctor.units."""
+    return int((Decimal(number) * 1024**power).to_integral_value())
+
+
+EXAMPLES = [
+    # (line, kind, era, figures)
+    ("RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/generic/THCStorage.cu:58",
+     "cuda_oom", "pre-1.0", {}),
+    ("RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB already "
+     "allocated; 9.28 GiB free; 4.68 MiB cached)", "cuda_oom", "1.0-1.3",
+     {"requested_bytes": b("12.50", 2), "allocated_bytes": b("8.57", 2), "reserved_unallocated_bytes": b("4.68", 2),
+      "reserved_bytes": b("8.57", 2) + b("4.68", 2), "gpu_index": 0}),
+    ("RuntimeError: CUDA out of memory. Tried to allocate 2.26 GiB (GPU 0; 6.00 GiB total capacity; 781.59 MiB already "
+     "allocated; 3.03 GiB free; 1.24 GiB reserved in total by PyTorch)", "cuda_oom", "1.4-2.0",
+     {"requested_bytes": b("2.26", 3), "total_bytes": 6 * GIB, "reserved_bytes": b("1.24", 3),
+      "reserved_unallocated_bytes": b("1.24", 3) - b("781.59", 2)}),
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 38.00 MiB (GPU 0; 4.00 GiB total capacity; "
+     "3.41 GiB already allocated; 0 bytes free; 3.44 GiB reserved in total by PyTorch) If reserved memory is >> "
+     "allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management "
+     "and PYTORCH_CUDA_ALLOC_CONF", "cuda_oom", "1.10-2.0", {"free_bytes": 0, "requested_bytes": 38 * MIB}),
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total capacty of "
+     "14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Of the allocated memory 14.06 "
+     "GiB is allocated by PyTorch, and 330.42 MiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+     "memory is large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management "
+     "and PYTORCH_CUDA_ALLOC_CONF", "cuda_oom", "2.1",
+     {"process_in_use_bytes": b("14.52", 3), "other_processes": ()}),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. GPU 0 has a total capacity of 23.65 GiB "
+     "of which 11.06 MiB is free. Including non-PyTorch memory, this process has 23.60 GiB memory in use. Of the "
+     "allocated memory 22.90 GiB is allocated by PyTorch, and 194.87 MiB is reserved by PyTorch but unallocated. If "
+     "reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+     "fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#"
+     "environment-variables)", "cuda_oom", "2.2-2.8", {"process_in_use_bytes": b("23.60", 3)}),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity of 28.00 GiB "
+     "of which 616.00 MiB is free. Including non-PyTorch memory, this process has 27.40 GiB memory in use. Of the "
+     "allocated memory 26.00 GiB is allocated by PyTorch, and 920.76 MiB is reserved by PyTorch but unallocated. If "
+     "reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+     "fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html"
+     "#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)", "cuda_oom", "2.11+", {"total_bytes": 28 * GIB}),
+    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 76.00 MiB. GPU 0 has a total capacity of 255.69 GiB "
+     "of which 252.82 GiB is free. 1.20 GiB allowed; Of the allocated memory 1.14 GiB is allocated by PyTorch, with "
+     "17.00 MiB allocated in private pools (e.g., HIP Graphs), and 18.63 MiB is reserved by PyTorch but unallocated.",
+     "hip_oom", "2.2-2.8", {"allowed_bytes": b("1.20", 3), "private_pools_bytes": 17 * MIB}),
+    ("RuntimeError: MPS backend out of memory (MPS allocated: 1024.00 MiB, other allocations: 384.00 KiB, max allowed: "
+     "511.18 MiB). Tried to allocate 256.00 MiB on shared pool.", "mps_oom", None,
+     {"requested_bytes": 256 * MIB, "allocated_bytes": 1024 * MIB}),
+    ("RuntimeError: CUDA error: out of memory", "cuda_error", None, {}),
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cublas", None, {}),
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 6291456 bytes.",
+     "xla_oom", None, {"requested_bytes": 6291456}),
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+     "shape[8,1024,4096] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+     "tf_oom", None, {"requested_bytes": 8 * 1024 * 4096 * 4, "gpu_index": 0}),
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+     "the engine.", "kv_cache", None, {}),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+     "to allocate 68719476736 bytes. Error code 12 (Cannot allocate memory)", "host_oom", None,
+     {"requested_bytes": 68719476736}),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed.",
+     "host_oom", None, {}),
+]
+
+
+@pytest.mark.parametrize("line,kind,era,figures", EXAMPLES, ids=[f"{e[1]}-{e[2]}-{i}" for i, e in enumerate(EXAMPLES)])
+def test_example_line(line, kind, era, figures):
+    facts = parse_text(line + "\n")
+    assert len(facts.events) == 1
+    e = facts.events[0]
+    assert e.kind == kind
+    assert e.era == era
+    for key, value in figures.items():
+        assert getattr(e, key) == value, key
+
+
+def test_nvml_placeholder_is_kept_but_flagged():
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+            "7.78 GiB of which 6.25 MiB is free. Process 1 has 17179869184.00 GiB memory in use. Of the allocated "
+            "memory 7.01 GiB is allocated by PyTorch, and 98.66 MiB is reserved by PyTorch but unallocated.")
+    e = parse_text(line).events[0]
+    assert e.other_processes[0].bytes == 2**64
+    assert "other_processes" in e.implausible
+
+
+def test_nul_device_index_truncated_message_still_gives_the_request():
+    e = parse_text("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU \n").events[0]
+    assert e.requested_bytes == 2 * MIB and e.gpu_index is None
+
+
+def test_hostile_text_is_linear():
+    import time
+
+    hostile = "CUDA out of memory. Tried to allocate " + "1" * 200_000 + " (GPU 0; " + "9 " * 100_000
+    t = time.perf_counter()
+    parse_text(hostile)
+    assert time.perf_counter() - t < 5
