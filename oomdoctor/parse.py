@@ -15,6 +15,7 @@ from oomdoctor.reader import Region, check_path, scan
 from oomdoctor.units import GIB, IMPLAUSIBLE_BYTES, parse_size, to_bytes
 
 MAX_MESSAGE_LINES = 14
+DUPLICATE_WINDOW_LINES = 500  # a repeat this close is the same failure printed twice, not a new one
 _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
@@ -315,8 +316,8 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             if prev and prev.kind == "host_oom" and (prev.rank is None or rank is None or prev.rank == rank) \
                     and first.number - prev.end_line <= 25:
                 continue  # one kill, reported by several lines of the same block
-        if key in seen:
-            continue
+        if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
+            continue  # the same message again: logged, then raised; or re-raised "during handling"
         f = _figures(hit.kind, hit.match, hit.pattern, hit.text)
         detail = f.pop("detail", {}) or {}
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
