@@ -85,8 +85,8 @@ def _changes(t: dict[str, Any]) -> str:
     parts = [f"{k} {a}→{b}" for k, (a, b) in (t.get("changes") or {}).items()]
     if t.get("fix") == "halve-batch" and t.get("effective_batch"):
         parts.append(f"effective batch {t['effective_batch']}")
-    if t.get("fix") == "baseline" and t.get("message"):
-        return t["message"][:60] + "…"
+    if t.get("oom") and t.get("unlimited_peak_allocated_bytes"):
+        parts.append(f"needs {format_bytes(t['unlimited_peak_allocated_bytes'])} allocated")
     return ", ".join(parts)
 
 
