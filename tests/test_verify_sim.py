@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -79,3 +81,14 @@ def test_tight_limit_reproduces_oom_with_cuda_message(base):
     assert out["oom"]
     assert out["message"].startswith("CUDA out of memory. Tried to allocate ")
     assert out["peak_reserved_bytes"] <= base["peak_reserved_bytes"] // 2
+
+
+def test_worked_entry_point_example():
+    root = Path(__file__).resolve().parent.parent / "examples"
+    spec = {"device": "sim", "phase": "train", "steps": 2, "capacity_bytes": GIB, "base_dir": str(root),
+            "workload": {"kind": "entry", "entry": "my_training_step.py:make_step",
+                         "params": {"width": 256, "depth": 2, "batch": 512, "grad_accum": 1}}}
+    small = run_sim(spec)
+    spec["workload"]["params"]["batch"] = 1024
+    large = run_sim(spec)
+    assert not small["oom"] and large["unlimited_peak_allocated_bytes"] > small["unlimited_peak_allocated_bytes"]

@@ -61,6 +61,7 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
     from oomdoctor.verify.allocator import AllocConf, replay
 
     device = simgpu.setup()
+    _no_device_moves(torch)
     factory = _factory(spec)
     tracker = simgpu.StorageTracker()
     start = time.perf_counter()
@@ -86,6 +87,25 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
         "events": len(tracker.trace),
         "parsed": _parse_message(result.message) if result.message else None,
     }
+
+
+def _no_device_moves(torch: Any) -> None:
+    """Module.to(device)/.cuda() are no-ops on the simulator: everything is already built on simgpu, and
+    moving fake parameters would try to swap tensors, which fake mode refuses."""
+    module = torch.nn.Module
+    if getattr(module.to, "_oomdoctor", False):
+        return
+    original = module.to
+
+    def to(self, *args, **kwargs):
+        _device, dtype, _non_blocking, fmt = torch._C._nn._parse_to(*args, **kwargs)
+        if dtype is None and fmt is None:
+            return self
+        return original(self, dtype=dtype) if fmt is None else original(self, dtype=dtype, memory_format=fmt)
+
+    to._oomdoctor = True  # type: ignore[attr-defined]
+    module.to = to
+    module.cuda = lambda self, device=None: self
 
 
 def run_cuda(spec: dict[str, Any]) -> dict[str, Any]:
