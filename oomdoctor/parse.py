@@ -15,7 +15,8 @@ from oomdoctor.reader import Region, check_path, scan
 from oomdoctor.units import GIB, IMPLAUSIBLE_BYTES, parse_size, to_bytes
 
 MAX_MESSAGE_LINES = 14
-DUPLICATE_WINDOW_LINES = 500  # a repeat this close is the same failure printed twice, not a new one
+DUPLICATE_WINDOW_LINES = 500
+HOST_KILL_BLOCK_LINES = 60  # torchelastic's "failed (exitcode: -9)" line and its ChildFailedError block  # a repeat this close is the same failure printed twice, not a new one
 _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
@@ -310,15 +311,20 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             run += 1
         last_line_idx = hit.idx
         rank = first.rank
-        key = f"{run}|{rank}|" + ("THC" if hit.pattern == "THC_PRE_1_0" else _key(hit.kind, hit.text, hit.match))
+        f = _figures(hit.kind, hit.match, hit.pattern, hit.text)
+        figures = tuple((k, v) for k, v in sorted(f.items()) if k.endswith("_bytes") and v is not None)
+        key = f"{run}|{rank}|" + ("THC" if hit.pattern == "THC_PRE_1_0"
+                                  else f"{hit.kind}|{figures}" if figures else _key(hit.kind, hit.text, hit.match))
         if hit.kind == "host_oom":
             prev = events[-1] if events else None
-            if prev and prev.kind == "host_oom" and (prev.rank is None or rank is None or prev.rank == rank) \
-                    and first.number - prev.end_line <= 25:
+            block_rank = rank if rank is not None else _block_rank(lines, hit.idx)
+            if prev and prev.kind == "host_oom" and (prev.rank is None or block_rank is None or prev.rank == block_rank) \
+                    and first.number - prev.end_line <= HOST_KILL_BLOCK_LINES:
+                if prev.rank is None and block_rank is not None:  # the Root Cause block names the rank
+                    events[-1] = prev.model_copy(update={"rank": block_rank})
                 continue  # one kill, reported by several lines of the same block
         if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
             continue  # the same message again: logged, then raised; or re-raised "during handling"
-        f = _figures(hit.kind, hit.match, hit.pattern, hit.text)
         detail = f.pop("detail", {}) or {}
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
         before = lines[: hit.idx]

@@ -64,7 +64,14 @@ def _diagnosis(console: Console, d: Diagnosis) -> None:
     for fix in d.fixes:
         console.print(f"    fix {fix.id}: {fix.title}" + (f"  → {fix.effect}" if fix.effect else ""), highlight=False)
         for where, change in fix.changes.items():
-            console.print(f"        {where}: {change}", style="cyan", highlight=False)
+            console.print(f"        {where}: {_change(change)}", style="cyan", highlight=False)
+
+
+def _change(change: object) -> str:
+    """A fix's change for one place (env, training_args, deepspeed …) as the user would type it."""
+    if isinstance(change, dict):
+        return ", ".join(f"{k}={v}" for k, v in change.items())
+    return str(change)
 
 
 def render(report: Report, color: bool = False) -> str:
