@@ -78,7 +78,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "is_first_step": ("bool", "the failure came at step 0 or 1"),
     "step_is_eval_multiple": ("bool", "step is a multiple of eval_steps"),
     "step_is_save_multiple": ("bool", "step is a multiple of save_steps"),
-    "eval_banner_before_oom": ("bool", "an evaluation banner within EVAL_BANNER_WINDOW_LINES lines before the OOM"),
+    "eval_banner_before_oom": ("bool", "an evaluation banner shortly before the OOM with no training step line after it"),
     # allocator configuration
     "expandable_segments": ("bool", "PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True (None when not printed)"),
     "alloc_conf_printed": ("bool", "the log shows the allocator configuration"),
@@ -205,11 +205,25 @@ def _siblings(facts: Facts, event: OOMEvent, out: dict[str, Any]) -> None:
     out["failing_ranks"] = len(ranks) if ranks else (1 if same else None)
 
 
+def _coerce(ftype: str, raw: Any) -> Any:
+    """A config value in its documented type (the parser may keep "4096" or "true"); unusable -> None."""
+    if raw is None or ftype == "str":
+        return None if raw is None else str(raw)
+    if ftype == "bool":
+        if isinstance(raw, bool):
+            return raw
+        return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(str(raw).strip().lower())
+    try:
+        return int(raw) if not isinstance(raw, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _config(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
     config = run.config if run else {}
-    for key in CONFIG_FACTS:
+    for key, (ftype, _) in CONFIG_FACTS.items():
         value = config.get(key)
-        out[key] = value.value if value is not None else None
+        out[key] = _coerce(ftype, value.value) if value is not None else None
         if value is not None:
             ev[key] = (value.evidence,)
     stacks_value = config.get("stacks")
@@ -257,7 +271,10 @@ def _eval_banner(event: OOMEvent, run: RunContext | None, out: dict[str, Any], e
     if run is None:
         out["eval_banner_before_oom"] = None
         return
-    near = [e for e in run.eval_lines if event.line - EVAL_BANNER_WINDOW_LINES <= e.line <= event.line]
+    # A step line after the banner means training resumed after that evaluation.
+    resumed = event.evidence["step"].line if "step" in event.evidence else 0
+    near = [e for e in run.eval_lines
+            if max(resumed, event.line - EVAL_BANNER_WINDOW_LINES) <= e.line <= event.line]
     out["eval_banner_before_oom"] = bool(near)
     if near:
         ev["eval_banner_before_oom"] = (near[-1],)

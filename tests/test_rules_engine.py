@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from oomdoctor.derive import FACTS, derive
@@ -156,3 +158,35 @@ def test_derive_documents_every_fact() -> None:
     d = derive(STORIES["leak"][0], 0)
     assert set(d.values) == set(FACTS)
     assert d.values["memory_monotonic"] is True and d.values["memory_growth_bytes_per_step"] > 0
+
+
+SYNTHETIC = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic"
+
+
+@pytest.mark.parametrize(("name", "primary", "contributing"), [
+    ("syn-lora-eval-spike-8xa100", "eval_spike", "fragmentation"),
+    ("syn-capacity-40g", "capacity", None),
+    ("syn-zero3-4k-no-ckpt", "capacity", None),
+    ("syn-grpo-generations", "generation", None),
+    ("syn-first-step-batch", "batch_too_large", None),
+    ("syn-fragmentation", "fragmentation", None),
+])
+def test_stories_on_synthetic_logs(name: str, primary: str, contributing: str | None) -> None:
+    log = SYNTHETIC / f"{name}.log"
+    if not log.exists():
+        pytest.skip(f"{log} not written yet")
+    from oomdoctor.parse import parse_files
+
+    found = diagnose(parse_files([str(log)]))
+    assert found[0].category == primary and found[0].role == "primary"
+    if contributing:
+        assert any(g.category == contributing and g.role == "contributing" for g in found)
+
+
+def test_expandable_on_log_never_blames_fragmentation() -> None:
+    log = SYNTHETIC / "syn-fragmentation-expandable-on.log"
+    if not log.exists():
+        pytest.skip("fixture not written yet")
+    from oomdoctor.parse import parse_files
+
+    assert "fragmentation" not in [g.category for g in diagnose(parse_files([str(log)]))]
