@@ -190,3 +190,11 @@ def test_max_batch_bisection(tmp_path, monkeypatch):
         r = run_sim(spec)
         return r["oom"] or r["peak_reserved_bytes"] > limit
     assert not peak(best) and peak(best + 1)
+
+
+def test_cuda_requested_without_gpu_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "detect_device", lambda requested: "sim" if requested == "auto" else requested)
+    cfg = write(tmp_path, "workload: {model: transformer}\nmemory: {limit: 1GiB}\ndevice: cuda\n")
+    assert command.run(cfg) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{cfg}:3: device cuda requested") and err[1].startswith("tip: ")

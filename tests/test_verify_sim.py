@@ -92,3 +92,15 @@ def test_worked_entry_point_example():
     spec["workload"]["params"]["batch"] = 1024
     large = run_sim(spec)
     assert not small["oom"] and large["unlimited_peak_allocated_bytes"] > small["unlimited_peak_allocated_bytes"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_trial_tiny():
+    from oomdoctor.verify.trial import run_cuda
+    spec = {"device": "cuda", "phase": "train", "steps": 2, "capacity_bytes": 8 * GIB, "non_pytorch_bytes": 0,
+            "workload": {"kind": "transformer", "params": TINY}}
+    out = run_cuda(spec)
+    assert not out["oom"] and out["peak_reserved_bytes"] >= out["peak_allocated_bytes"] > 0
+    sim = replay(steps=2)
+    assert out["peak_allocated_bytes"] >= 0.8 * sim["unlimited_peak_allocated_bytes"]  # fake ≤ real (workspaces)

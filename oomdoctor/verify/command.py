@@ -104,6 +104,11 @@ def run(config: Path, fmt: str = "text", output: Path | None = None, max_batch: 
         print(exc.render(), file=sys.stderr)
         return EXIT_BAD_CONFIG
     dev = runner.detect_device(device or res.config.device)
+    if dev == "cuda" and runner.detect_device("auto") != "cuda":
+        where = f"{res.path}:{res.line_of('device')}" if device is None and res.line_of("device") else str(res.path)
+        print(f"{where}: device cuda requested but no CUDA GPU is available to torch\n"
+              "tip: use --device sim to replay on the simulated GPU", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     print(f"verify: {len(res.fixes) + 1} trial(s) on {dev} (fixes from {res.fixes_from})", file=sys.stderr)
     trials = runner.run_all(res, dev)
     mb = runner.max_batch(res, dev) if max_batch else None

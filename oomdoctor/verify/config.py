@@ -127,6 +127,11 @@ class Resolved(BaseModel):
     non_pytorch_bytes: int
     fixes: list[str]
     fixes_from: str
+    lines: dict[str, int] = Field(default_factory=dict)
+
+    def line_of(self, key: str) -> int | None:
+        """The config line of a top-level key, for messages."""
+        return self.lines.get(key)
 
 
 # --- YAML with line numbers ------------------------------------------------------------------------------------
@@ -247,4 +252,5 @@ def _resolve(cfg: VerifyConfig, path: Path, marks: dict[tuple, int]) -> Resolved
         fixes, source = list(DEFAULT_FIXES[cfg.phase]), "default"
     return Resolved(config=cfg, path=path, capacity_bytes=capacity, total_bytes=total,
                     non_pytorch_bytes=DEFAULT_NON_PYTORCH if non_pytorch is None else non_pytorch,
-                    fixes=fixes, fixes_from=source)
+                    fixes=fixes, fixes_from=source,
+                    lines={str(k[0]): v for k, v in marks.items() if len(k) == 1})
