@@ -92,6 +92,10 @@ def verify(
 
 
 def _mount_rules() -> None:
+    # The rules sub-app (harness, docs rendering) is only imported when asked for, keeping `diagnose` lean.
+    argv = [a for a in sys.argv[1:] if not a.startswith("-")]
+    if argv and argv[0] != "rules":
+        return
     try:
         from oomdoctor.rules.cli import rules_app
     except ImportError:  # pragma: no cover

@@ -78,7 +78,7 @@ def _tip_for(err: dict[str, Any]) -> str:
 def _parse(path: Path) -> tuple[Any, yaml.Node | None, list[RuleError]]:
     try:
         text = path.read_text(encoding="utf-8")
-        loader = yaml.SafeLoader(text)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)  # libyaml when present: ~5x faster
         try:
             node = loader.get_single_node()
             data = loader.construct_document(node) if node is not None else None
