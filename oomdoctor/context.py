@@ -197,10 +197,9 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | 
     for func, ln in frames:
         name = func.rsplit(".", 1)[-1]
         for phase in _phase_of_name(name):
-            if True:
-                found.setdefault(phase, ln)
-                if phase in ("train", "init"):
-                    innermost = (phase, ln)
+            found.setdefault(phase, ln)
+            if phase in ("train", "init"):
+                innermost = (phase, ln)
     for phase in ("save", "eval", "generate"):
         if phase in found:
             return phase, found[phase]
@@ -300,8 +299,6 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
         for name, pat in STACKS.items():
             if name not in stacks and pat.search(text):
                 stacks[name] = _ev(source, ln)
-    if "precision" not in cfg and "bf16" not in cfg:
-        pass
     if stacks:
         first = min(stacks.values(), key=lambda e: e.line)
         cfg["stacks"] = Value(value=sorted(stacks), evidence=first)

@@ -142,7 +142,7 @@ def _figures(kind: str, m: regex.Match[str] | None, pattern: str, text: str) -> 
     """The figures a matched message prints, in bytes, with the contract's derivations."""
     f: dict = {}
     if m is None:
-        pass
+        pass  # no figures printed; the GPU index may still be in the text (below)
     elif pattern in ("CACHING_1_0", "CACHING_1_4", "CACHING_2_1", "CACHING_ANY"):
         req = m["requested"]
         f["requested_bytes"] = None if req.startswith("more") else parse_size(req)

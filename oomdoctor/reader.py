@@ -200,7 +200,7 @@ def _scan_stream(stream: io.BufferedIOBase, name: str) -> Iterator[Region]:
                     raise InputError(f"a line over {MAX_SEGMENT_BYTES // 2**20} MiB long with no line break",
                                      where=f"{name}:{line}", tip="this does not look like a text training log")
                 end = max(end, cr + 1)
-        hits = [p for p in pending]
+        hits = list(pending)
         hits += [buf_abs + p for p in _FINDER.positions(view, max(0, searched), end)]
         windows: list[tuple[int, int]] = []
         if not head_done:
