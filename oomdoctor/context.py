@@ -228,12 +228,23 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "optimizer": ("optim", "optimizer"),
     "lora_r": ("lora_r", "lora_rank"),
     "max_steps": ("max_steps", "train_iters"),
+    # model shape, as HF prints the model config and Megatron its arguments
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "tensor_parallel": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel_degree"),
 }
 _ALIAS_TO_KEY = {a: k for k, aliases in CONFIG_ALIASES.items() for a in aliases}
 CONFIG_KV = regex.compile(
     r"(?<![\w.])-{0,2}(?P<key>" + "|".join(sorted(map(regex.escape, _ALIAS_TO_KEY), key=len, reverse=True)) + r")"
-    r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\s(?=\S))['\"]?(?P<value>[\w./@:+-]{1,200})"
+    r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\.{3,}\s{1,3}|\s(?=\S))['\"]?(?P<value>[\w./@:+-]{1,200})"
 )
+# Parameter counts: PEFT's print_trainable_parameters, HF Trainer's banner, Lightning's summary, Megatron.
+PEFT_PARAMS = regex.compile(r"trainable params: (?P<trainable>\d[\d,]{0,20}) \|\| all params: (?P<total>\d[\d,]{0,20})")
+HF_PARAMS = regex.compile(r"Number of trainable parameters = (?P<trainable>\d[\d,]{0,20})")
+LIGHTNING_PARAMS = regex.compile(r"^\s{0,8}(?P<n>\d{1,4}(?:\.\d{1,3})?) (?P<unit>[KMBT]) {1,10}(?P<what>Trainable|Total) params")
+MEGATRON_PARAMS = regex.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d+, \d+\): (?P<total>\d{1,15})")
+_COUNT_UNIT = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 ZERO_STAGE = regex.compile(r"['\"]?(?:zero_optimization['\"]?:\s{0,3}\{[^}]{0,200}?['\"]stage['\"]:\s{0,3}|ZeRO[ -][Ss]tage\s{0,3}|zero[_ ]stage['\"]?\s{0,3}[:=]\s{0,3})(?P<stage>[0-3])\b")
 OFFLOAD = regex.compile(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
 LORA = regex.compile(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
@@ -274,6 +285,24 @@ def _config_value(key: str, raw: str):
             return None
 
 
+def _count(raw: str) -> int:
+    return int(raw.replace(",", ""))
+
+
+def _param_counts(text: str, cfg: dict[str, Value], ev: Evidence) -> None:
+    """trainable_params / total_params from the lines that print them."""
+    if m := PEFT_PARAMS.search(text):
+        cfg["trainable_params"] = Value(value=_count(m["trainable"]), evidence=ev)
+        cfg["total_params"] = Value(value=_count(m["total"]), evidence=ev)
+    elif m := HF_PARAMS.search(text):
+        cfg["trainable_params"] = Value(value=_count(m["trainable"]), evidence=ev)
+    elif m := LIGHTNING_PARAMS.search(text):
+        key = "trainable_params" if m["what"] == "Trainable" else "total_params"
+        cfg[key] = Value(value=round(float(m["n"]) * _COUNT_UNIT[m["unit"]]), evidence=ev)
+    elif m := MEGATRON_PARAMS.search(text):
+        cfg["total_params"] = Value(value=int(m["total"]), evidence=ev)
+
+
 def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
     """Run configuration printed anywhere in the given lines; the last value seen wins."""
     cfg: dict[str, Value] = {}
@@ -288,6 +317,8 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
                 val = _config_value(key, m["value"])
                 if val is not None:
                     cfg[key] = Value(value=val, evidence=_ev(source, ln))
+        if "params" in text or "parameters" in text:
+            _param_counts(text, cfg, _ev(source, ln))
         m = ZERO_STAGE.search(text)
         if m:
             cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))

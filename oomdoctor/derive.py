@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from oomdoctor.estimate import activations
 from oomdoctor.facts import Evidence, Facts, MemorySample, OOMEvent, RunContext
+from oomdoctor.modelshapes import shape_of
 
 FactType = Literal["bytes", "int", "float", "bool", "str"]
 
@@ -34,6 +36,12 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "optimizer": ("str", "optimizer name as printed"),
     "lora": ("bool", "LoRA / PEFT adapters in use"),
     "offload": ("bool", "optimizer/parameter offload to CPU on"),
+    "hidden_size": ("int", "model hidden size, from the printed model config"),
+    "num_layers": ("int", "transformer layers, from the printed model config"),
+    "vocab_size": ("int", "vocabulary size, from the printed model config"),
+    "tensor_parallel": ("int", "tensor-parallel degree (Megatron, torchtitan, vLLM)"),
+    "trainable_params": ("int", "trainable parameters as printed (PEFT, HF Trainer, Lightning)"),
+    "total_params": ("int", "all parameters as printed (PEFT, Lightning, Megatron)"),
 }
 
 # Every fact a rule may name: name -> (type, meaning). Unknown values are None, never guessed.
@@ -96,6 +104,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "optimizer_is_adam": ("bool", "the optimizer is an Adam variant (two fp32 states per parameter unless 8-bit)"),
     "optimizer_is_8bit": ("bool", "the optimizer keeps 8-bit states"),
     "stacks_known": ("bool", "the log names at least one training stack"),
+    "activation_bytes_estimate": ("bytes", "activations of the longest micro-batch the config allows (oomdoctor.estimate)"),
+    "activation_fraction_of_total": ("float", "activation_bytes_estimate / total"),
     **CONFIG_FACTS,
     **{f"stack_{s}": ("bool", f"the log shows {s} in use") for s in STACKS},
 }
@@ -116,6 +126,7 @@ _DEPENDS: dict[str, tuple[str, ...]] = {
     "non_pytorch_fraction_of_total": ("process_in_use_bytes", "reserved_bytes", "total_bytes"),
     "outside_pytorch_bytes": ("total_bytes", "free_bytes", "reserved_bytes"),
     "outside_pytorch_fraction": ("total_bytes", "free_bytes", "reserved_bytes"),
+    "activation_fraction_of_total": ("total_bytes",),
 }
 
 _FIGURES = (
@@ -226,6 +237,7 @@ def _config(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evi
         out[key] = _coerce(ftype, value.value) if value is not None else None
         if value is not None:
             ev[key] = (value.evidence,)
+    _known_shape(out, ev)
     stacks_value = config.get("stacks")
     stacks = list(stacks_value.value) if stacks_value is not None and stacks_value.value else []
     for stack in STACKS:
@@ -243,6 +255,18 @@ def _config(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evi
     out["optimizer_is_adam"] = None if opt is None else "adam" in opt
     out["optimizer_is_8bit"] = None if opt is None else any(t in opt for t in ("8bit", "bnb", "int8"))
     ev["optimizer_is_adam"] = ev["optimizer_is_8bit"] = ev.get("optimizer", ())
+
+
+def _known_shape(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    """Model shape from the published config of a known base model, when the log printed no config."""
+    name = out.get("model_name")
+    shape = shape_of(name) if name else None
+    if shape is None:
+        return
+    for key, value in zip(("hidden_size", "num_layers", "vocab_size"), shape):
+        if out.get(key) is None:
+            out[key] = value
+            ev[key] = ev.get("model_name", ())
 
 
 def _alloc_conf(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
@@ -316,6 +340,15 @@ def _memory(event: OOMEvent, run: RunContext | None, out: dict[str, Any], ev: di
     out["memory_monotonic"] = all(b >= a for (_, a), (_, b) in zip(points, points[1:]))
 
 
+def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    est = activations(out)
+    out["activation_bytes_estimate"] = est.total_bytes if est else None
+    out["activation_fraction_of_total"] = _ratio(out["activation_bytes_estimate"], out["total_bytes"])
+    names = ("hidden_size", "num_layers", "vocab_size", "per_device_train_batch_size", "max_seq_length")
+    ev["activation_bytes_estimate"] = ev["activation_fraction_of_total"] = tuple(
+        e for n in names for e in ev.get(n, ()))
+
+
 def derive(facts: Facts, index: int) -> Derived:
     """Flatten event `index` of `facts` (with its run context) into the facts named in FACTS."""
     event = facts.events[index]
@@ -329,6 +362,7 @@ def derive(facts: Facts, index: int) -> Derived:
     _multiples(out, ev)
     _eval_banner(event, run, out, ev)
     _memory(event, run, out, ev)
+    _estimate(out, ev)
     missing = set(FACTS) - set(out)
     assert not missing, f"derive forgot facts: {sorted(missing)}"
     return Derived(values=out, evidence=ev, implausible=_implausible(event), event=event, run=run)

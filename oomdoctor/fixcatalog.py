@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from oomdoctor.derive import Derived
+from oomdoctor.estimate import activations
 from oomdoctor.diagnosis import Fix
 from oomdoctor.fixids import FIX_IDS, VERIFIABLE
 from oomdoctor.units import MIB, format_bytes
@@ -57,6 +58,9 @@ def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
         new_bs = bs // 2
         new_ga = ga * bs // new_bs if (ga * bs) % new_bs == 0 else ga * 2
         effect = f"effective batch kept at {bs * ga} per GPU ({new_bs} × {new_ga}); activation memory roughly halves"
+        if est := activations(d.values):
+            back = est.total_bytes - est.total_bytes * new_bs // bs
+            effect += f": ≈ {format_bytes(back)} back (activations ≈ {format_bytes(est.total_bytes)}: {est.basis})"
     else:
         new_bs, new_ga = "<half of the current micro-batch>", "<double the current value>"
         effect = "activation memory roughly halves; effective batch kept"
@@ -80,6 +84,12 @@ def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
+    effect = "stored activations drop to about one layer's worth plus layer inputs; ~20-30% more compute"
+    est = activations(d.values)
+    if est and _v(d, "gradient_checkpointing") is False:
+        back = est.layers_bytes - est.checkpointed_bytes
+        effect = (f"layer activations ≈ {format_bytes(est.layers_bytes)} → ≈ {format_bytes(est.checkpointed_bytes)}: "
+                  f"≈ {format_bytes(back)} back ({est.basis}); ~20-30% more compute")
     return {
         "training_args": {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}},
         "accelerate_config": {"fsdp_config.fsdp_activation_checkpointing": True},
@@ -89,10 +99,13 @@ def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
         "megatron_args": {"--recompute-granularity": "selective"},
         "torchtitan_toml": {"activation_checkpoint.mode": "selective"},
         "code": "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})",
-    }, "stored activations drop to about one layer's worth plus layer inputs; ~20-30% more compute"
+    }, effect
 
 
 def _bf16(d: Derived) -> tuple[Changes, str | None]:
+    effect = "activations stored in 2 bytes instead of 4: roughly half the activation memory"
+    if (est := activations(d.values)) and _v(d, "mixed_precision") is False:
+        effect += f": ≈ {format_bytes(est.layers_bytes // 2)} back ({est.basis})"
     return {
         "training_args": {"bf16": True},
         "deepspeed_json": {"bf16.enabled": True},
@@ -102,7 +115,7 @@ def _bf16(d: Derived) -> tuple[Changes, str | None]:
         "megatron_args": {"--bf16": True},
         "torchtitan_toml": {"training.mixed_precision_param": "bfloat16"},
         "code": "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = model(**batch).loss",
-    }, "activations stored in 2 bytes instead of 4: roughly half the activation memory"
+    }, effect
 
 
 def _eval_no_grad(d: Derived) -> tuple[Changes, str | None]:
@@ -143,6 +156,7 @@ def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
         "torchtitan_toml": {"training.seq_len": new},
         "megatron_args": {"--seq-length": new},
     }, (f"sequence cap {seq} → {new}: activations at least halve (attention scores fall 4× without flash attention)"
+        + (f": ≈ {format_bytes(est.total_bytes // 2)} back ({est.basis})" if (est := activations(d.values)) else "")
         if isinstance(new, int) else "activations shrink at least linearly with the sequence length")
 
 
@@ -215,7 +229,9 @@ def _fused_ce(d: Derived) -> tuple[Changes, str | None]:
         "llama_factory_yaml": {"enable_liger_kernel": True},
         "torchtitan_toml": {"training.loss_chunks": 8},
         "code": "from liger_kernel.transformers import apply_liger_kernel_to_llama\napply_liger_kernel_to_llama()",
-    }, "full-vocab fp32 logits (batch × seq × vocab × 4 bytes) are never materialised"
+    }, "full-vocab fp32 logits (batch × seq × vocab × 4 bytes) are never materialised" + (
+        f": ≈ {format_bytes(est.logits_bytes)} back ({est.tokens} tokens × vocab {_v(d, 'vocab_size')})"
+        if (est := activations(d.values)) and est.logits_bytes else "")
 
 
 def _free_other(d: Derived) -> tuple[Changes, str | None]:
@@ -288,6 +304,22 @@ BUILDERS: dict[str, Builder] = {
     "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
     "no-preallocation": _no_prealloc,
 }
+
+
+# Fixes the log shows are already in place: suggesting them again would waste the user's next run.
+ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
+    "gradient-checkpointing": lambda d: _v(d, "gradient_checkpointing") is True,
+    "bf16-autocast": lambda d: _v(d, "mixed_precision") is True,
+    "expandable-segments": lambda d: _v(d, "expandable_segments") is True,
+    "lighter-optimizer": lambda d: _v(d, "optimizer_is_8bit") is True,
+    "raise-zero-stage": lambda d: _v(d, "zero_stage") == 3,
+    "cpu-offload": lambda d: _v(d, "offload") is True,
+}
+
+
+def build_fixes(fix_ids: Sequence[str], d: Derived) -> tuple[Fix, ...]:
+    """The rule's fixes made concrete, leaving out those the log shows already applied."""
+    return tuple(build_fix(f, d) for f in fix_ids if not (f in ALREADY_APPLIED and ALREADY_APPLIED[f](d)))
 
 
 def build_fix(fix_id: str, d: Derived) -> Fix:

@@ -12,7 +12,7 @@ from jinja2 import TemplateError
 from oomdoctor.derive import Derived, derive
 from oomdoctor.diagnosis import Diagnosis
 from oomdoctor.facts import Evidence, Facts, OOMEvent
-from oomdoctor.fixcatalog import build_fix
+from oomdoctor.fixcatalog import build_fixes
 from oomdoctor.rules import templates
 from oomdoctor.rules.loader import LoadedRule, load_rules
 from oomdoctor.rules.schema import Condition, Rule
@@ -107,7 +107,7 @@ def fire(loaded: LoadedRule, d: Derived, index: int) -> Diagnosis | None:
         seen=_render(rule.message.seen, d.values), why=_render(rule.message.why, d.values),
         action=_render(rule.message.do, d.values), role="hypothesis" if hedge else "contributing",
         event_index=index, evidence=evidence_for(rule, d),
-        fixes=tuple(build_fix(f, d) for f in rule.fixes),
+        fixes=build_fixes(rule.fixes, d),
     )
 
 
