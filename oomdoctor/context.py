@@ -161,6 +161,9 @@ NON_TRAIN_BAR = regex.compile(
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|]{0,80}\d{1,3}%\|"
 )
+# The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
+# "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
+MESSAGE_SAVE = regex.compile(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b")
 INIT_BANNER = regex.compile(r"Loading checkpoint shards|Loading model|Initializing model|Creating model|loading weights")
 
 
@@ -189,6 +192,12 @@ def _phase_of_name(name: str) -> list[str]:
     return phases
 
 
+def phase_from_message(text: str) -> bool:
+    """True when the text before the OOM phrase on its own line says the failure came while saving."""
+    head = text.split("out of memory", 1)[0]
+    return bool(MESSAGE_SAVE.search(head[-2000:]))
+
+
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | None:
     """The phase the traceback frames name: save > eval > generate when present, else the innermost of
     train and init (a module's .to() inside train() is still model set-up)."""
@@ -196,6 +205,12 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | 
     innermost: tuple[str, Line] | None = None
     for func, ln in frames:
         name = func.rsplit(".", 1)[-1]
+        if name == "__init__" and "/torch/nn/modules/" in ln.text:  # a layer allocating its parameters
+            innermost = ("init", ln)
+            continue
+        if "/torch/optim/" in ln.text:  # inside optimizer.step()
+            innermost = ("train", ln)
+            continue
         for phase in _phase_of_name(name):
             found.setdefault(phase, ln)
             if phase in ("train", "init"):
@@ -252,7 +267,7 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "hf_trainer": regex.compile(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}|trainer\.py"),
     "accelerate": regex.compile(r"\baccelerate[/.]|Distributed environment:|accelerate launch"),
     "deepspeed": regex.compile(r"\bdeepspeed\b|DeepSpeed|ds_config|zero_optimization", regex.I),
-    "fsdp": regex.compile(r"\bFSDP\b|FullyShardedDataParallel|fully_shard|fsdp_config"),
+    "fsdp": regex.compile(r"\bFSDP\b|FullyShardedDataParallel|fully_shard|fsdp_config|FSDPOption"),
     "axolotl": regex.compile(r"\baxolotl\b"),
     "llama_factory": regex.compile(r"llamafactory|LLaMA-Factory|llmtuner", regex.I),
     "lightning": regex.compile(r"pytorch_lightning|lightning[/.](?:pytorch|fabric)|Validation DataLoader|LightningModule"),
@@ -263,6 +278,19 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "jax": regex.compile(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
     "tensorflow": regex.compile(r"tensorflow|keras", regex.I),
 }
+# TrainingArguments prints every field, used or not: `deepspeed=None`, `fsdp=[]`, `fsdp_config={...}`.
+ARG_DUMP = regex.compile(r"^\s{0,8}(?P<name>deepspeed|fsdp\w{0,40})\s{0,2}=\s{0,2}(?P<value>.{0,400}?),?\s*$")
+_UNSET = frozenset({"None", "[]", "''", '""', "False", "", "{}"})
+
+
+def _stack_line_counts(text: str) -> bool:
+    """False for a TrainingArguments dump line that names a stack without using it."""
+    m = ARG_DUMP.match(text)
+    if m is None:
+        return True
+    return m["name"] in ("deepspeed", "fsdp") and m["value"].strip() not in _UNSET
+
+
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False, "on": True, "off": False}
 
 
@@ -328,7 +356,7 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
         if "lora" in text.lower() and LORA.search(text) or "lora_r" in cfg:
             cfg.setdefault("lora", Value(value=True, evidence=_ev(source, ln)))
         for name, pat in STACKS.items():
-            if name not in stacks and pat.search(text):
+            if name not in stacks and pat.search(text) and _stack_line_counts(text):
                 stacks[name] = _ev(source, ln)
     if stacks:
         first = min(stacks.values(), key=lambda e: e.line)

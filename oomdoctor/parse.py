@@ -18,7 +18,7 @@ MAX_MESSAGE_LINES = 14
 DUPLICATE_WINDOW_LINES = 500
 HOST_KILL_BLOCK_LINES = 60  # torchelastic's "failed (exitcode: -9)" line and its ChildFailedError block  # a repeat this close is the same failure printed twice, not a new one
 _TRIGGERS = (
-    "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "SIGKILL", "exitcode", "KV cache",
+    "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit",
 )
@@ -264,9 +264,12 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
         if not any(tr in t for tr in _TRIGGERS) and "Tried to allocate" not in t:
             i += 1
             continue
-        if ctx.FRAME.match(t) or t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>")):
+        if ctx.FRAME.match(t):
             i += 1
             continue
+        # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it
+        # (a pasted traceback line and the error run together on one line).
+        code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
         best = None
         for mode in ("auto", "space", "tight"):
             text, end, offsets = _assemble(lines, i, mode)
@@ -279,7 +282,7 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
         if c is None and end > i:
             c = _classify(t)
             text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
-        if not c:
+        if not c or (code_like and not _full(c)):
             i += 1
             continue
         start = i
@@ -313,7 +316,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         rank = first.rank
         f = _figures(hit.kind, hit.match, hit.pattern, hit.text)
         figures = tuple((k, v) for k, v in sorted(f.items()) if k.endswith("_bytes") and v is not None)
-        key = f"{run}|{rank}|" + ("THC" if hit.pattern == "THC_PRE_1_0"
+        key = f"{run}|{rank}|{f.get('gpu_index')}|" + ("THC" if hit.pattern == "THC_PRE_1_0"
                                   else f"{hit.kind}|{figures}" if figures else _key(hit.kind, hit.text, hit.match))
         if hit.kind == "host_oom":
             prev = events[-1] if events else None
@@ -334,7 +337,9 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         if not frames:  # logged first, raised after: read the traceback printed after it
             frames = ctx.frames_after(lines, hit.end, rank)
         pf = ctx.phase_from_frames(frames)
-        if pf and (pf[0] != "train" or not banner_phase):
+        if ctx.phase_from_message(first.text):
+            phase, phase_ev = "save", evidence["message"]
+        elif pf and (pf[0] != "train" or not banner_phase):
             phase, phase_ev = pf[0], ctx._ev(source, pf[1])
         elif banner_phase:
             phase, phase_ev = banner_phase, banner_ev

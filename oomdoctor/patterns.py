@@ -10,7 +10,8 @@ import regex
 
 SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
 _DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU)"
-_HINT_TAIL = r"(?P<hint>\s*If reserved[^\n]{0,400})?"
+# The hint after a message; it stops where a second writer's message begins on the same line.
+_HINT_TAIL = r"(?P<hint>\s*If reserved(?:(?!(?:[A-Z]{2,4} )?out of memory)[^\n]){0,400})?"
 
 # PyTorch caching allocator, 1.0-1.3: "(GPU 0; T total capacity; A already allocated; F free; C cached)"
 # The "cached" figure is reserved-but-unallocated (amount_cached - amount_allocated).
@@ -95,6 +96,8 @@ CPU_ALLOC = regex.compile(
 HOST_KILL = regex.compile(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
+    r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
+    r"|terminated by signal SIGKILL"  # fish
     r"|oom[_-]kill(?:er)? event|Detected \d+ oom[_-]kill|killed by the cgroup out-of-memory handler"
     r"|task \d+: Out Of Memory|exceeded memory limit \(\d+ > \d+\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
 )

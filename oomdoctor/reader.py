@@ -30,7 +30,7 @@ MAX_SEGMENT_BYTES = 16 * 1024 * 1024  # a "line" with neither \n nor \r this lon
 
 # At most six literals keeps ahocorasick-rs on its SIMD (Teddy) path: ~0.4 ms/MiB instead of ~1.8.
 # "emory" covers every "out of memory"/"OutOfMemoryError"/"memory (MB)"/"Virtual Memory" form.
-ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"SIGKILL", b"ALLOC_FAILED", b"KV cache")
+ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"killed", b"SIGKILL", b"ALLOC_FAILED", b"KV cache")
 # Lines that are (probably) a failure, not a per-step memory sample: they get the wide window.
 _FAILURE_MARKS: tuple[bytes, ...] = (
     b"out of memory", b"Out of memory", b"Out Of Memory", b"OutOfMemory", b"OOM", b"Killed",

@@ -14,7 +14,6 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "b-verifiers-grpo-rank1-to-device.log": "phase: the failing rank's frames are not in the excerpt",
     "c-cuda-error-unsloth-wsl-jupyter.log": "phase: Jupyter's JSON error dump has no frames we read",
-    "c-hip-codegen2-interleaved-ranks.log": "two messages glued mid-line by interleaved writers: second missed",
     "d-host-cpualloc-fooocus-twice.log": "phase: frames name a generate pipeline, the sidecar says init",
     "d-host-k8s-openpai-oomkilled.log": "phase: the pod message embeds the job log with literal \\n",
     "d-kv-vllm-compose-no-cache-blocks.log": "line: the raise statement quoting the message is taken first",

@@ -69,6 +69,9 @@ EXAMPLES = [
      {"requested_bytes": 68719476736}),
     ("slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed.",
      "host_oom", None, {}),
+    ("[1]    16261 killed     python3 train.py --model_size 65B", "host_oom", None, {}),  # zsh job notice
+    ("[1]+  Killed                  python train.py", "host_oom", None, {}),  # bash job notice
+    ("fish: Job 1, 'python train.py' terminated by signal SIGKILL (Forced quit)", "host_oom", None, {}),
 ]
 
 
@@ -104,3 +107,24 @@ def test_hostile_text_is_linear():
     t = time.perf_counter()
     parse_text(hostile)
     assert time.perf_counter() - t < 5
+
+
+def test_job_notices_that_are_not_kills_stay_silent():
+    assert parse_text("[1]+  Done                    python train.py\nworker killed 3 stale tasks\n").events == ()
+
+
+def test_two_writers_on_one_line_give_two_events():
+    one = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU {g}; 79.15 GiB total capacity; 77.13 GiB already "
+           "allocated; 307.31 MiB free; 78.21 GiB reserved in total by PyTorch) If reserved memory is >> allocated "
+           "memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management "
+           "and PYTORCH_CUDA_ALLOC_CONF")
+    events = parse_text(one.format(g=0) + one.format(g=3) + "\n").events
+    assert [e.gpu_index for e in events] == [0, 3]
+
+
+def test_a_code_line_quoting_the_phrase_is_not_an_oom_but_a_pasted_message_after_it_is():
+    assert parse_text('    return "CUDA out of memory" in str(e)\n').events == ()
+    line = ("  return torch._C._nn.cross_entropy_loss(input, target)          torch.cuda.OutOfMemoryError: CUDA out of "
+            "memory. Tried to allocate 250.00 MiB (GPU 1; 31.75 GiB total capacity; 30.35 GiB already allocated; "
+            "209.75 MiB free; 30.55 GiB reserved in total by PyTorch)")
+    assert [e.gpu_index for e in parse_text(line + "\n").events] == [1]
