@@ -192,6 +192,24 @@ def _phase_of_name(name: str) -> list[str]:
     return phases
 
 
+OPTIMIZER_FILE = regex.compile(r"/(?:torch/optim|optimizers?|bitsandbytes/optim)/|_optimizer\.py\b|/zero/stage")
+OPTIMIZER_FUNCS = frozenset({"initialize_optimizer_states", "optimizer_step", "_optimizer_step", "_do_optimizer_step",
+                             "_init_group", "_single_tensor_adamw", "_multi_tensor_adamw", "_single_tensor_adam",
+                             "_multi_tensor_adam", "_fused_adamw", "_fused_adam"})
+BACKWARD_FUNCS = frozenset({"backward", "run_backward", "_engine_run_backward"})
+
+
+def operation_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | None:
+    """What the innermost recognised frame was doing: the optimizer (its step or its state set-up) or backward."""
+    for func, ln in reversed(frames):
+        name = func.rsplit(".", 1)[-1]
+        if name in OPTIMIZER_FUNCS or (name in ("step", "__init__") and OPTIMIZER_FILE.search(ln.text)):
+            return "optimizer", ln
+        if name in BACKWARD_FUNCS:
+            return "backward", ln
+    return None
+
+
 def phase_from_message(text: str) -> bool:
     """True when the text before the OOM phrase on its own line says the failure came while saving."""
     head = text.split("out of memory", 1)[0]

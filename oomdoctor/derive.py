@@ -49,6 +49,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     # the event as printed
     "kind": ("str", "event kind: cuda_oom, cuda_error, cublas, nccl, hip_oom, mps_oom, xpu_oom, xla_oom, tf_oom, host_oom, kv_cache"),
     "phase": ("str", "train, eval, generate, save, init or unknown"),
+    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up) or backward"),
     "step": ("int", "training step at failure"),
     "rank": ("int", "distributed rank of the failing process"),
     "gpu_index": ("int", "GPU index printed in the message"),
@@ -72,6 +73,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "reserved_unallocated_over_requested": ("float", "reserved-but-unallocated / requested"),
     "requested_fraction_of_total": ("float", "requested / total"),
     "requested_over_free": ("float", "requested / free"),
+    "free_covers_request": ("bool", "the device reported at least the requested bytes free, yet the allocation failed"),
     "allowed_fraction_of_total": ("float", "per-process cap / total"),
     "other_processes_bytes": ("bytes", "sum of other processes' NVML usage (0 when NVML listed none)"),
     "other_processes_count": ("int", "other processes NVML listed on the GPU"),
@@ -119,6 +121,7 @@ _DEPENDS: dict[str, tuple[str, ...]] = {
     "reserved_unallocated_over_requested": ("reserved_unallocated_bytes", "requested_bytes"),
     "requested_fraction_of_total": ("requested_bytes", "total_bytes"),
     "requested_over_free": ("requested_bytes", "free_bytes"),
+    "free_covers_request": ("requested_bytes", "free_bytes"),
     "allowed_fraction_of_total": ("allowed_bytes", "total_bytes"),
     "other_processes_bytes": ("other_processes",),
     "other_processes_fraction_of_total": ("other_processes", "total_bytes"),
@@ -168,7 +171,7 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
     for name in _FIGURES:
         out[name] = getattr(event, name)
         ev[name] = (event.evidence[name],) if name in event.evidence else line
-    for name in ("kind", "fatal", "era", "root_cause", "rank", "gpu_index", "phase", "step"):
+    for name in ("kind", "fatal", "era", "root_cause", "rank", "gpu_index", "phase", "step", "operation"):
         out[name] = getattr(event, name)
         ev[name] = (event.evidence[name],) if name in event.evidence else line
     if out["phase"] == "unknown":
@@ -185,6 +188,7 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "reserved_unallocated_over_requested": _ratio(event.reserved_unallocated_bytes, event.requested_bytes),
         "requested_fraction_of_total": _ratio(event.requested_bytes, total),
         "requested_over_free": _ratio(event.requested_bytes, free),
+        "free_covers_request": None if free is None or event.requested_bytes is None else free >= event.requested_bytes,
         "allowed_fraction_of_total": _ratio(event.allowed_bytes, total),
         "other_processes_bytes": others,
         "other_processes_count": len(event.other_processes) if others is not None else None,

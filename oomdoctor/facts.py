@@ -39,6 +39,9 @@ class Value(Frozen):
     evidence: Evidence
 
 
+Operation = Literal["optimizer", "backward"]
+
+
 class OtherProcess(Frozen):
     """A `Process N has X memory in use` clause for a process other than the failing one."""
 
@@ -68,6 +71,7 @@ class OOMEvent(Frozen):
     step: int | None = None
     phase: Phase = "unknown"
     message: str
+    operation: Operation | None = None  # what the traceback shows running: optimizer (step or state set-up), backward
     # Beyond the contract's minimum:
     era: str | None = None  # message-format era, e.g. "2.2-2.8"
     torch_version: str | None = None  # printed in the log, else None (the era says what the form implies)

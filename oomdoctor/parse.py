@@ -337,6 +337,9 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         if not frames:  # logged first, raised after: read the traceback printed after it
             frames = ctx.frames_after(lines, hit.end, rank)
         pf = ctx.phase_from_frames(frames)
+        op = ctx.operation_from_frames(frames)
+        if op:
+            evidence["operation"] = ctx._ev(source, op[1])
         if ctx.phase_from_message(first.text):
             phase, phase_ev = "save", evidence["message"]
         elif pf and (pf[0] != "train" or not banner_phase):
@@ -365,7 +368,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         fatal = detail.pop("fatal", True)
         ev = OOMEvent(
             kind=hit.kind, source=source, line=first.number, end_line=lines[hit.end].number, rank=rank,
-            step=step.value if step else None, phase=phase, message=regex.sub(r"\s+", " ", hit.text).strip()[:4000],
+            step=step.value if step else None, phase=phase, operation=op[0] if op else None, message=regex.sub(r"\s+", " ", hit.text).strip()[:4000],
             era=_era(hit.pattern, hit.match, hit.text), fatal=fatal, implausible=_implausible(f),
             root_cause=root_rank is not None and rank == root_rank.value, run=run, detail=detail,
             evidence=evidence, **{k: v for k, v in f.items() if v is not None or k == "gpu_index"},
