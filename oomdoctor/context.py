@@ -192,18 +192,41 @@ def _phase_of_name(name: str) -> list[str]:
     return phases
 
 
-OPTIMIZER_FILE = regex.compile(r"/(?:torch/optim|optimizers?|bitsandbytes/optim)/|_optimizer\.py\b|/zero/stage")
+OPTIMIZER_PACKAGE = regex.compile(r"/(?:torch/optim|optimizers?|bitsandbytes/optim)/")  # any frame in these
+OPTIMIZER_FILE = regex.compile(r"_optimizer\.py\b|/zero/stage")  # their step() or constructor
 OPTIMIZER_FUNCS = frozenset({"initialize_optimizer_states", "optimizer_step", "_optimizer_step", "_do_optimizer_step",
                              "_init_group", "_single_tensor_adamw", "_multi_tensor_adamw", "_single_tensor_adam",
                              "_multi_tensor_adam", "_fused_adamw", "_fused_adam"})
 BACKWARD_FUNCS = frozenset({"backward", "run_backward", "_engine_run_backward"})
+# The failing statement (a traceback's code line) allocates an attention key/value cache.
+KV_STATEMENT = regex.compile(
+    r"\b(?:kv_cache|kv_buffer|key_buffer|value_buffer|k_cache|v_cache|key_cache|value_cache|kv_pool|past_key_values)\b"
+    r"|\bKVCache\b"
+)
 
 
-def operation_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | None:
-    """What the innermost recognised frame was doing: the optimizer (its step or its state set-up) or backward."""
+def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line | None:
+    """The code line printed just above the error (the statement that raised), if the log shows one."""
+    for i in range(idx - 1, max(-1, idx - 4), -1):
+        ln = lines[i]
+        text = ln.text.strip()
+        if not _same_rank(ln, rank) or not text or set(text) <= set("^~ "):
+            continue
+        if FRAME.match(ln.text) or text.startswith(("Traceback", "During handling", "The above exception")):
+            return None
+        return ln if ("(" in text or "=" in text) and not text.endswith(":") else None
+    return None
+
+
+def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> tuple[str, Line] | None:
+    """What was running: a KV-cache allocation (from the failing statement), else the innermost recognised
+    frame's optimizer (its step or its state set-up) or backward."""
+    if statement is not None and KV_STATEMENT.search(statement.text):
+        return "kv_cache", statement
     for func, ln in reversed(frames):
         name = func.rsplit(".", 1)[-1]
-        if name in OPTIMIZER_FUNCS or (name in ("step", "__init__") and OPTIMIZER_FILE.search(ln.text)):
+        if name in OPTIMIZER_FUNCS or OPTIMIZER_PACKAGE.search(ln.text) \
+                or (name in ("step", "__init__") and OPTIMIZER_FILE.search(ln.text)):
             return "optimizer", ln
         if name in BACKWARD_FUNCS:
             return "backward", ln

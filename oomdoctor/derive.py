@@ -49,7 +49,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     # the event as printed
     "kind": ("str", "event kind: cuda_oom, cuda_error, cublas, nccl, hip_oom, mps_oom, xpu_oom, xla_oom, tf_oom, host_oom, kv_cache"),
     "phase": ("str", "train, eval, generate, save, init or unknown"),
-    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up) or backward"),
+    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward or kv_cache (allocating a key/value cache)"),
     "step": ("int", "training step at failure"),
     "rank": ("int", "distributed rank of the failing process"),
     "gpu_index": ("int", "GPU index printed in the message"),

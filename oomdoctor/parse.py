@@ -337,7 +337,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         if not frames:  # logged first, raised after: read the traceback printed after it
             frames = ctx.frames_after(lines, hit.end, rank)
         pf = ctx.phase_from_frames(frames)
-        op = ctx.operation_from_frames(frames)
+        op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
         if op:
             evidence["operation"] = ctx._ev(source, op[1])
         if ctx.phase_from_message(first.text):
