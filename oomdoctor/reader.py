@@ -22,6 +22,7 @@ from pathlib import Path
 from oomdoctor.errors import InputError
 
 CHUNK_BYTES = 8 * 1024 * 1024
+TAIL_BYTES = 16 * 1024  # always read: the last lines of a log
 HEAD_BYTES = 256 * 1024  # configuration dumps live at the top of a log
 BACK_BYTES = 96 * 1024  # enough for a deep traceback of a few interleaved ranks and the bar above it
 FORWARD_BYTES = 24 * 1024  # the rest of a wrapped message, the repeated traceback line, Root Cause blocks
@@ -30,7 +31,7 @@ MAX_SEGMENT_BYTES = 16 * 1024 * 1024  # a "line" with neither \n nor \r this lon
 
 # At most six literals keeps ahocorasick-rs on its SIMD (Teddy) path: ~0.4 ms/MiB instead of ~1.8.
 # "emory" covers every "out of memory"/"OutOfMemoryError"/"memory (MB)"/"Virtual Memory" form.
-ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"killed", b"SIGKILL", b"ALLOC_FAILED", b"KV cache")
+ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"SIGKILL", b"ALLOC_FAILED", b"KV cache")
 # Lines that are (probably) a failure, not a per-step memory sample: they get the wide window.
 _FAILURE_MARKS: tuple[bytes, ...] = (
     b"out of memory", b"Out of memory", b"Out Of Memory", b"OutOfMemory", b"OOM", b"Killed",
@@ -206,6 +207,9 @@ def _scan_stream(stream: io.BufferedIOBase, name: str) -> Iterator[Region]:
         if not head_done:
             windows.append((0, min(end, HEAD_BYTES)))
             head_done = True
+        if eof:  # the end of a log is where a shell reports a kill ("[1]  16261 killed  python ...")
+            tail = max(0, end - TAIL_BYTES)
+            windows.append((data.rfind(b"\n", 0, tail) + 1 if tail else 0, end))
         pending = []
         for h in hits:
             rel = h - buf_abs

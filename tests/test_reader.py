@@ -39,3 +39,11 @@ def test_only_windows_are_decoded(tmp_path, monkeypatch):
     assert decoded < 20_000  # the head and the window before the OOM, not 200k lines
     assert regions[-1].lines[-1].startswith("torch.OutOfMemoryError")
     assert regions[-1].first_line + len(regions[-1].lines) - 1 == 200_001
+
+
+def test_a_shell_kill_notice_at_the_end_of_a_long_log_is_read(tmp_path):
+    log = tmp_path / "train.log"
+    filler = "".join(f"{{'loss': 0.{i % 97:02d}, 'epoch': {i / 1000:.2f}}}\n" for i in range(20000))  # > 256 KiB
+    log.write_text("$ python train.py\n" + filler + "[1]    16261 killed     python train.py\n")
+    events = parse_files([str(log)]).events
+    assert [(e.kind, e.line) for e in events] == [("host_oom", 20002)]
