@@ -190,3 +190,12 @@ def test_expandable_on_log_never_blames_fragmentation() -> None:
     from oomdoctor.parse import parse_files
 
     assert "fragmentation" not in [g.category for g in diagnose(parse_files([str(log)]))]
+
+
+def test_fallback_rule_speaks_only_when_nothing_else_explains_the_event() -> None:
+    unexplained = facts(kind="xpu_oom", requested_gib=4.66, total_gib=5.65)
+    assert [g.rule for g in diagnose(unexplained)] == ["device-oom-unexplained"]
+    assert diagnose(unexplained)[0].role == "hypothesis"
+    explained = facts(requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66, reserved_unallocated_gib=10,
+                      reserved_gib=76)
+    assert "device-oom-unexplained" not in [g.rule for g in diagnose(explained)]

@@ -31,6 +31,8 @@ def test_cli_test_and_check_and_show() -> None:
                     "## References"):
         assert section in shown.output
     assert runner.invoke(rules_app, ["show", "eval-spik"]).exit_code == 2
+    templated = runner.invoke(rules_app, ["show", "oom-in-optimizer-step"]).output
+    assert "<requested_bytes>" in templated and "{%" not in templated and "{{" not in templated
 
 
 def test_cli_test_fails_on_a_broken_rule(tmp_path) -> None:

@@ -53,6 +53,15 @@ def _section(title: str, body: str | list[str]) -> None:
     typer.echo("")
 
 
+def _readable(template: str) -> str:
+    """A message template as documentation: {{ fact | filter }} becomes <fact>, {% tags %} disappear."""
+    import re
+
+    text = re.sub(r"\{%-?.*?-?%\}", " ", template)
+    text = re.sub(r"\{\{-?\s*([\w.]+)[^}]*\}\}", r"<\1>", text)
+    return re.sub(r"\s+([,.;)])", r"\1", " ".join(text.split()))
+
+
 @rules_app.command("show")
 def show(rule_id: str = typer.Argument(..., help="rule id, e.g. eval-spike"), rules: Optional[list[Path]] = RulesOpt) -> None:
     """Show one rule the way ruff documents its rules."""
@@ -66,9 +75,9 @@ def show(rule_id: str = typer.Argument(..., help="rule id, e.g. eval-spike"), ru
     r = registry[rule_id].rule
     typer.echo(f"# {r.id} ({r.category})\n\n{r.title}\n\nfile: {_rel(registry[rule_id].path)}; "
                f"base confidence {r.confidence:.2f}{'; reported as a hypothesis' if r.hypothesis else ''}\n")
-    _section("What it detects", " ".join(r.message.seen.split()))
-    _section("Why it matters", " ".join(r.message.why.split()))
-    _section("What to do", " ".join(r.message.do.split()))
+    _section("What it detects", _readable(r.message.seen))
+    _section("Why it matters", _readable(r.message.why))
+    _section("What to do", _readable(r.message.do))
     _section("Known false positives", [f"- {x}" for x in r.falsepositives])
     _section("Example", r.example.strip() or [f"- fires on {x}" for x in r.tests.fires])
     _section("Fixes", [f"- {f}: {FIX_IDS[f]}" for f in r.fixes])

@@ -126,7 +126,10 @@ def rank(found: Sequence[Diagnosis]) -> list[Diagnosis]:
 def diagnose_event(facts: Facts, index: int, registry: Mapping[str, LoadedRule]) -> list[Diagnosis]:
     """Every rule over one event, ranked."""
     d = derive(facts, index)
-    return rank([g for loaded in registry.values() if (g := fire(loaded, d, index)) is not None])
+    found = [g for loaded in registry.values() if not loaded.rule.fallback and (g := fire(loaded, d, index))]
+    if not found:  # never leave an OOM unexplained: the catch-all rules speak only now
+        found = [g for loaded in registry.values() if loaded.rule.fallback and (g := fire(loaded, d, index))]
+    return rank(found)
 
 
 def _event_order(facts: Facts) -> list[int]:

@@ -132,6 +132,7 @@ class Rule(Strict):
     confidence: float = Field(ge=0, le=1)
     boost: list[Boost] = Field(default_factory=list)
     hypothesis: bool = False  # always reported as a weak signal, with hedged wording
+    fallback: bool = False  # evaluated only for an event no other rule explained
     message: Message
     fixes: list[str] = Field(default_factory=list)
     evidence: list[str] = Field(default_factory=list)
