@@ -33,6 +33,7 @@ class Row:
     figures_total: int = 0
     expected_category: str | None = None
     categories: list[str] = field(default_factory=list)
+    context: bool = False  # the log shows more than the message: a step, a phase, frames or the run's config
     error: str | None = None
 
     @property
@@ -80,6 +81,8 @@ def score(sidecar: Path, registry: dict) -> Row | None:
         row.events_found = len(facts.events)
         row.figures_right, row.figures_total = _figures(expected, facts)
         row.categories = _distinct([g.category for g in diagnose_with(facts, registry)])
+        row.context = any(e.step is not None or e.phase != "unknown" or e.operation for e in facts.events) or any(
+            set(r.config) - {"stacks"} for r in facts.runs)
     except Exception as exc:  # one bad fixture must not stop the bench
         row.error = f"{type(exc).__name__}: {exc}"
     return row
@@ -118,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(rows, "all"))
     for group in sorted({r.group for r in rows}):
         print(summary([r for r in rows if r.group == group], group))
-    print(summary([r for r in rows if r.established], "captured, cause established"))
+    established = [r for r in rows if r.established]
+    print(summary(established, "captured, cause established"))
+    print(summary([r for r in established if r.context], "  … log shows context"))
+    print(summary([r for r in established if not r.context], "  … the message alone"))
     return 0
 
 
