@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from oomdoctor.estimate import activations
+from oomdoctor.estimate import ActivationEstimate, activations
 from oomdoctor.facts import Evidence, Facts, MemorySample, OOMEvent, RunContext
 from oomdoctor.modelshapes import shape_of
 
@@ -147,6 +147,7 @@ class Derived:
     implausible: frozenset[str] = field(default_factory=frozenset)
     event: OOMEvent | None = None
     run: RunContext | None = None
+    activation: ActivationEstimate | None = None  # the breakdown behind activation_bytes_estimate
 
 
 def run_for(facts: Facts, event: OOMEvent) -> RunContext | None:
@@ -344,13 +345,14 @@ def _memory(event: OOMEvent, run: RunContext | None, out: dict[str, Any], ev: di
     out["memory_monotonic"] = all(b >= a for (_, a), (_, b) in zip(points, points[1:]))
 
 
-def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> ActivationEstimate | None:
     est = activations(out)
     out["activation_bytes_estimate"] = est.total_bytes if est else None
     out["activation_fraction_of_total"] = _ratio(out["activation_bytes_estimate"], out["total_bytes"])
     names = ("hidden_size", "num_layers", "vocab_size", "per_device_train_batch_size", "max_seq_length")
     ev["activation_bytes_estimate"] = ev["activation_fraction_of_total"] = tuple(
         e for n in names for e in ev.get(n, ()))
+    return est
 
 
 def derive(facts: Facts, index: int) -> Derived:
@@ -366,7 +368,7 @@ def derive(facts: Facts, index: int) -> Derived:
     _multiples(out, ev)
     _eval_banner(event, run, out, ev)
     _memory(event, run, out, ev)
-    _estimate(out, ev)
+    est = _estimate(out, ev)
     missing = set(FACTS) - set(out)
     assert not missing, f"derive forgot facts: {sorted(missing)}"
-    return Derived(values=out, evidence=ev, implausible=_implausible(event), event=event, run=run)
+    return Derived(values=out, evidence=ev, implausible=_implausible(event), event=event, run=run, activation=est)

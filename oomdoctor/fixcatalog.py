@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from oomdoctor.derive import Derived
-from oomdoctor.estimate import activations
 from oomdoctor.diagnosis import Fix
 from oomdoctor.fixids import FIX_IDS, VERIFIABLE
 from oomdoctor.units import MIB, format_bytes
@@ -58,7 +57,7 @@ def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
         new_bs = bs // 2
         new_ga = ga * bs // new_bs if (ga * bs) % new_bs == 0 else ga * 2
         effect = f"effective batch kept at {bs * ga} per GPU ({new_bs} × {new_ga}); activation memory roughly halves"
-        if est := activations(d.values):
+        if est := d.activation:
             back = est.total_bytes - est.total_bytes * new_bs // bs
             effect += f": ≈ {format_bytes(back)} back (activations ≈ {format_bytes(est.total_bytes)}: {est.basis})"
     else:
@@ -85,7 +84,7 @@ def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
 
 def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
     effect = "stored activations drop to about one layer's worth plus layer inputs; ~20-30% more compute"
-    est = activations(d.values)
+    est = d.activation
     if est and _v(d, "gradient_checkpointing") is False:
         back = est.layers_bytes - est.checkpointed_bytes
         effect = (f"layer activations ≈ {format_bytes(est.layers_bytes)} → ≈ {format_bytes(est.checkpointed_bytes)}: "
@@ -104,7 +103,7 @@ def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
 
 def _bf16(d: Derived) -> tuple[Changes, str | None]:
     effect = "activations stored in 2 bytes instead of 4: roughly half the activation memory"
-    if (est := activations(d.values)) and _v(d, "mixed_precision") is False:
+    if (est := d.activation) and _v(d, "mixed_precision") is False:
         effect += f": ≈ {format_bytes(est.layers_bytes // 2)} back ({est.basis})"
     return {
         "training_args": {"bf16": True},
@@ -149,15 +148,18 @@ def _eval_accumulation(d: Derived) -> tuple[Changes, str | None]:
 def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
     seq = _v(d, "max_seq_length")
     new = seq // 2 if isinstance(seq, int) and seq > 1 else "<shorter length>"
+    effect = "activations shrink at least linearly with the sequence length"
+    if isinstance(new, int):
+        effect = f"sequence cap {seq} → {new}: activations at least halve (attention scores fall 4× without flash attention)"
+        if d.activation:
+            effect += f": ≈ {format_bytes(d.activation.total_bytes // 2)} back ({d.activation.basis})"
     return {
         "training_args": {"max_length": new},
         "axolotl_yaml": {"sequence_len": new},
         "llama_factory_yaml": {"cutoff_len": new},
         "torchtitan_toml": {"training.seq_len": new},
         "megatron_args": {"--seq-length": new},
-    }, (f"sequence cap {seq} → {new}: activations at least halve (attention scores fall 4× without flash attention)"
-        + (f": ≈ {format_bytes(est.total_bytes // 2)} back ({est.basis})" if (est := activations(d.values)) else "")
-        if isinstance(new, int) else "activations shrink at least linearly with the sequence length")
+    }, effect
 
 
 def _alloc_env(d: Derived, setting: str) -> Changes:
@@ -223,15 +225,16 @@ def _more_gpus(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _fused_ce(d: Derived) -> tuple[Changes, str | None]:
+    effect = "full-vocab fp32 logits (batch × seq × vocab × 4 bytes) are never materialised"
+    if d.activation and d.activation.logits_bytes:
+        effect += f": ≈ {format_bytes(d.activation.logits_bytes)} back ({d.activation.tokens} tokens × vocab {_v(d, 'vocab_size')})"
     return {
         "training_args": {"use_liger_kernel": True},
         "axolotl_yaml": {"plugins": ["axolotl.integrations.liger.LigerPlugin"], "liger_fused_linear_cross_entropy": True},
         "llama_factory_yaml": {"enable_liger_kernel": True},
         "torchtitan_toml": {"training.loss_chunks": 8},
         "code": "from liger_kernel.transformers import apply_liger_kernel_to_llama\napply_liger_kernel_to_llama()",
-    }, "full-vocab fp32 logits (batch × seq × vocab × 4 bytes) are never materialised" + (
-        f": ≈ {format_bytes(est.logits_bytes)} back ({est.tokens} tokens × vocab {_v(d, 'vocab_size')})"
-        if (est := activations(d.values)) and est.logits_bytes else "")
+    }, effect
 
 
 def _free_other(d: Derived) -> tuple[Changes, str | None]:
