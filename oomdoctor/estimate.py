@@ -47,15 +47,15 @@ def activations(values: Mapping[str, Any]) -> ActivationEstimate | None:
     tp = values.get("tensor_parallel")
     tp = tp if isinstance(tp, int) and tp > 1 else 1  # tensor (and sequence) parallelism splits activations
     per_layer = LAYER_BYTES_PER_TOKEN_PER_HIDDEN * tokens * h * width // tp
-    checkpointing = values.get("gradient_checkpointing") is True
     stored_per_layer = CHECKPOINTED_BYTES_PER_TOKEN_PER_HIDDEN * tokens * h * width // tp
-    layers_bytes = (stored_per_layer * layers + per_layer) if checkpointing else per_layer * layers
+    checkpointed = stored_per_layer * layers + per_layer  # every layer's input, one layer recomputed in full
+    layers_bytes = checkpointed if values.get("gradient_checkpointing") is True else per_layer * layers
     vocab = values.get("vocab_size")
     logits = LOGIT_BYTES_PER_TOKEN_PER_VOCAB * tokens * vocab if isinstance(vocab, int) and vocab > 0 else None
     basis = f"{layers} layers × hidden {h} × {bs} × {seq} tokens" + (f" / TP {tp}" if tp > 1 else "")
     if vocab and logits:
         basis += f", vocab {vocab}"
     return ActivationEstimate(
-        layers_bytes=layers_bytes, logits_bytes=logits, checkpointed_bytes=stored_per_layer * layers + per_layer,
+        layers_bytes=layers_bytes, logits_bytes=logits, checkpointed_bytes=checkpointed,
         tokens=tokens, basis=basis,
     )
