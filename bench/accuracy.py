@@ -12,10 +12,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from oomdoctor.facts import FIGURES, Facts  # noqa: E402
+from oomdoctor.parse.model import FIGURES, ParseResult  # noqa: E402
 from oomdoctor.parse import parse_files  # noqa: E402
-from oomdoctor.rules.engine import diagnose_with  # noqa: E402
-from oomdoctor.rules.loader import load_rules  # noqa: E402
+from oomdoctor.engine.engine import diagnose_with  # noqa: E402
+from oomdoctor.engine.loader import load_rules  # noqa: E402
 
 FIGURE_TOLERANCE = 0.01  # printed figures carry two decimals: 1% covers rounding
 
@@ -51,7 +51,7 @@ def _close(a: int | None, b: int | None) -> bool:
     return abs(a - b) <= max(1024, FIGURE_TOLERANCE * max(abs(a), abs(b)))
 
 
-def _figures(expected: list[dict], facts: Facts) -> tuple[int, int]:
+def _figures(expected: list[dict], facts: ParseResult) -> tuple[int, int]:
     right = total = 0
     for exp, got in zip(expected, facts.events):
         for name in FIGURES:

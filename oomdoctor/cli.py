@@ -60,7 +60,7 @@ def diagnose(
         facts = parse_files(logs)
         diagnoses = ()
         if not no_rules and facts.events:
-            from oomdoctor.rules.engine import diagnose as run_rules
+            from oomdoctor.engine.engine import diagnose as run_rules
 
             diagnoses = run_rules(facts, rules)
     except OomdoctorError as err:
@@ -97,7 +97,7 @@ def _mount_rules() -> None:
     if argv and argv[0] != "rules":
         return
     try:
-        from oomdoctor.rules.cli import rules_app
+        from oomdoctor.engine.cli import rules_app
     except ImportError:  # pragma: no cover
         return
     app.add_typer(rules_app, name="rules", help="List, show, check and test the diagnosis rules.")

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from oomdoctor import __version__
-from oomdoctor.facts import Evidence, Frozen, OOMEvent, RunContext
+from oomdoctor.parse.model import Evidence, Frozen, OOMEvent, RunContext
 
 Category = Literal[
     "fragmentation", "capacity", "eval_spike", "batch_too_large", "seq_len_spike", "leak",

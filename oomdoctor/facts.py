@@ -1,113 +1,374 @@
-"""Frozen facts extracted from logs: every figure in bytes, every value with the line it came from."""
+"""The facts layer: one OOM event and its run context flattened into named, documented facts for rules."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from oomdoctor.estimate import ActivationEstimate, activations
+from oomdoctor.parse.model import Evidence, ParseResult, MemorySample, OOMEvent, RunContext
+from oomdoctor.modelshapes import shape_of
 
-EventKind = Literal[
-    "cuda_oom", "cuda_error", "cublas", "nccl", "hip_oom", "mps_oom", "xpu_oom",
-    "xla_oom", "tf_oom", "host_oom", "kv_cache",
-]
-Phase = Literal["train", "eval", "generate", "save", "init", "unknown"]
+FactType = Literal["bytes", "int", "float", "bool", "str"]
 
-FIGURES = (
+# How many lines before an OOM an evaluation banner still counts as "just before" it.
+EVAL_BANNER_WINDOW_LINES = 400
+
+STACKS = (
+    "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl",
+    "torchtitan", "megatron", "vllm", "jax", "tensorflow",
+)
+
+CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
+    "per_device_train_batch_size": ("int", "micro-batch per GPU for training"),
+    "per_device_eval_batch_size": ("int", "micro-batch per GPU for evaluation"),
+    "gradient_accumulation_steps": ("int", "micro-batches accumulated per optimizer step"),
+    "gradient_checkpointing": ("bool", "activation checkpointing on"),
+    "bf16": ("bool", "bf16 mixed precision on"),
+    "fp16": ("bool", "fp16 mixed precision on"),
+    "max_seq_length": ("int", "longest sequence the run allows (tokens)"),
+    "eval_steps": ("int", "evaluate every N steps"),
+    "save_steps": ("int", "save a checkpoint every N steps"),
+    "zero_stage": ("int", "DeepSpeed ZeRO stage"),
+    "num_generations": ("int", "RL: completions generated per prompt"),
+    "world_size": ("int", "number of ranks"),
+    "model_name": ("str", "model name or path as printed"),
+    "optimizer": ("str", "optimizer name as printed"),
+    "lora": ("bool", "LoRA / PEFT adapters in use"),
+    "offload": ("bool", "optimizer/parameter offload to CPU on"),
+    "hidden_size": ("int", "model hidden size, from the printed model config"),
+    "num_layers": ("int", "transformer layers, from the printed model config"),
+    "vocab_size": ("int", "vocabulary size, from the printed model config"),
+    "tensor_parallel": ("int", "tensor-parallel degree (Megatron, torchtitan, vLLM)"),
+    "trainable_params": ("int", "trainable parameters as printed (PEFT, HF Trainer, Lightning)"),
+    "total_params": ("int", "all parameters as printed (PEFT, Lightning, Megatron)"),
+}
+
+# Every fact a rule may name: name -> (type, meaning). Unknown values are None, never guessed.
+FACTS: dict[str, tuple[FactType, str]] = {
+    # the event as printed
+    "kind": ("str", "event kind: cuda_oom, cuda_error, cublas, nccl, hip_oom, mps_oom, xpu_oom, xla_oom, tf_oom, host_oom, kv_cache"),
+    "phase": ("str", "train, eval, generate, save, init or unknown"),
+    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward or kv_cache (allocating a key/value cache)"),
+    "step": ("int", "training step at failure"),
+    "rank": ("int", "distributed rank of the failing process"),
+    "gpu_index": ("int", "GPU index printed in the message"),
+    "fatal": ("bool", "the failure ended the run (NCCL warnings may not)"),
+    "era": ("str", "message-format era, e.g. 2.2-2.8"),
+    "root_cause": ("bool", "torchelastic named this rank as the first failure"),
+    "requested_bytes": ("bytes", "'Tried to allocate': the segment the allocator asked for"),
+    "total_bytes": ("bytes", "device total capacity"),
+    "free_bytes": ("bytes", "device free memory after the allocator flushed its cache"),
+    "allocated_bytes": ("bytes", "memory held by live PyTorch tensors"),
+    "reserved_bytes": ("bytes", "memory reserved by the caching allocator (allocated + cached)"),
+    "reserved_unallocated_bytes": ("bytes", "reserved but unallocated after the flush: fragmentation"),
+    "process_in_use_bytes": ("bytes", "NVML: everything the failing process holds (incl. CUDA context)"),
+    "allowed_bytes": ("bytes", "per-process cap (set_per_process_memory_fraction, MPS max allowed)"),
+    "private_pools_bytes": ("bytes", "cached memory in CUDA-graph private pools"),
+    # derived from the figures
+    "free_fraction": ("float", "free / total"),
+    "allocated_fraction_of_total": ("float", "allocated / total"),
+    "reserved_fraction_of_total": ("float", "reserved / total"),
+    "reserved_unallocated_fraction_of_total": ("float", "reserved-but-unallocated / total"),
+    "reserved_unallocated_over_requested": ("float", "reserved-but-unallocated / requested"),
+    "requested_fraction_of_total": ("float", "requested / total"),
+    "requested_over_free": ("float", "requested / free"),
+    "free_covers_request": ("bool", "the device reported at least the requested bytes free, yet the allocation failed"),
+    "allowed_fraction_of_total": ("float", "per-process cap / total"),
+    "other_processes_bytes": ("bytes", "sum of other processes' NVML usage (0 when NVML listed none)"),
+    "other_processes_count": ("int", "other processes NVML listed on the GPU"),
+    "other_processes_fraction_of_total": ("float", "other processes' usage / total"),
+    "non_pytorch_bytes": ("bytes", "this process beyond the allocator: CUDA context, cuBLAS, NCCL, ..."),
+    "non_pytorch_fraction_of_total": ("float", "non_pytorch_bytes / total"),
+    "outside_pytorch_bytes": ("bytes", "total - free - reserved: memory on the GPU not reserved by this PyTorch"),
+    "outside_pytorch_fraction": ("float", "outside_pytorch_bytes / total"),
+    # the event among the others
+    "event_count": ("int", "OOM events in the same source"),
+    "failing_ranks": ("int", "distinct ranks that hit an OOM in the same source"),
+    "is_first_step": ("bool", "the failure came at step 0 or 1"),
+    "step_is_eval_multiple": ("bool", "step is a multiple of eval_steps"),
+    "step_is_save_multiple": ("bool", "step is a multiple of save_steps"),
+    "eval_banner_before_oom": ("bool", "an evaluation banner shortly before the OOM with no training step line after it"),
+    # allocator configuration
+    "expandable_segments": ("bool", "PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True (None when not printed)"),
+    "alloc_conf_printed": ("bool", "the log shows the allocator configuration"),
+    # memory over steps
+    "memory_samples": ("int", "per-step memory lines before the OOM"),
+    "memory_first_allocated_bytes": ("bytes", "allocated (or peak) memory at the first sample"),
+    "memory_last_allocated_bytes": ("bytes", "allocated (or peak) memory at the last sample"),
+    "memory_growth_bytes_per_step": ("float", "least-squares slope of memory over steps"),
+    "memory_growth_total_bytes": ("bytes", "last sample - first sample"),
+    "memory_growth_fraction": ("float", "growth over the samples / first sample"),
+    "memory_monotonic": ("bool", "memory never fell between samples"),
+    # configuration derived
+    "tokens_per_micro_batch": ("int", "per_device_train_batch_size * max_seq_length"),
+    "mixed_precision": ("bool", "bf16 or fp16 on"),
+    "optimizer_is_adam": ("bool", "the optimizer is an Adam variant (two fp32 states per parameter unless 8-bit)"),
+    "optimizer_is_8bit": ("bool", "the optimizer keeps 8-bit states"),
+    "stacks_known": ("bool", "the log names at least one training stack"),
+    "activation_bytes_estimate": ("bytes", "activations of the longest micro-batch the config allows (oomdoctor.estimate)"),
+    "activation_fraction_of_total": ("float", "activation_bytes_estimate / total"),
+    **CONFIG_FACTS,
+    **{f"stack_{s}": ("bool", f"the log shows {s} in use") for s in STACKS},
+}
+
+# Facts computed from figures: when a source figure is implausible, so is the derived one.
+_DEPENDS: dict[str, tuple[str, ...]] = {
+    "free_fraction": ("free_bytes", "total_bytes"),
+    "allocated_fraction_of_total": ("allocated_bytes", "total_bytes"),
+    "reserved_fraction_of_total": ("reserved_bytes", "total_bytes"),
+    "reserved_unallocated_fraction_of_total": ("reserved_unallocated_bytes", "total_bytes"),
+    "reserved_unallocated_over_requested": ("reserved_unallocated_bytes", "requested_bytes"),
+    "requested_fraction_of_total": ("requested_bytes", "total_bytes"),
+    "requested_over_free": ("requested_bytes", "free_bytes"),
+    "free_covers_request": ("requested_bytes", "free_bytes"),
+    "allowed_fraction_of_total": ("allowed_bytes", "total_bytes"),
+    "other_processes_bytes": ("other_processes",),
+    "other_processes_fraction_of_total": ("other_processes", "total_bytes"),
+    "non_pytorch_bytes": ("process_in_use_bytes", "reserved_bytes"),
+    "non_pytorch_fraction_of_total": ("process_in_use_bytes", "reserved_bytes", "total_bytes"),
+    "outside_pytorch_bytes": ("total_bytes", "free_bytes", "reserved_bytes"),
+    "outside_pytorch_fraction": ("total_bytes", "free_bytes", "reserved_bytes"),
+    "activation_fraction_of_total": ("total_bytes",),
+}
+
+_FIGURES = (
     "requested_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes",
-    "reserved_unallocated_bytes", "process_in_use_bytes",
+    "reserved_unallocated_bytes", "process_in_use_bytes", "allowed_bytes", "private_pools_bytes",
 )
 
 
-class Frozen(BaseModel):
-    """Base for all facts: immutable, no unknown fields."""
+@dataclass(frozen=True)
+class Derived:
+    """Named facts for one event, the evidence behind each, and which ones must not be trusted."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Evidence(Frozen):
-    """A log line that supports a value: file, 1-based line number, and the line as normalised."""
-
-    source: str
-    line: int
-    text: str
+    values: dict[str, Any]
+    evidence: dict[str, tuple[Evidence, ...]]
+    implausible: frozenset[str] = field(default_factory=frozenset)
+    event: OOMEvent | None = None
+    run: RunContext | None = None
+    activation: ActivationEstimate | None = None  # the breakdown behind activation_bytes_estimate
 
 
-class Value(Frozen):
-    """One context value (a config key, a step, a phase) with the line it was read from."""
-
-    value: Any
-    evidence: Evidence
-
-
-Operation = Literal["optimizer", "backward", "kv_cache"]
+def run_for(facts: ParseResult, event: OOMEvent) -> RunContext | None:
+    """The run context printed in the same source as the event (the event's run when several)."""
+    runs = [r for r in facts.runs if r.source == event.source]
+    if not runs:
+        return None
+    return runs[event.run] if event.run < len(runs) else runs[0]
 
 
-class OtherProcess(Frozen):
-    """A `Process N has X memory in use` clause for a process other than the failing one."""
-
-    pid: int
-    bytes: int
+def _ratio(a: int | float | None, b: int | float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
 
 
-class OOMEvent(Frozen):
-    """One out-of-memory failure as the log shows it. Field names follow shared/CONTRACT.md."""
-
-    kind: EventKind
-    source: str
-    line: int
-    end_line: int
-    rank: int | None = None
-    gpu_index: int | None = None
-    requested_bytes: int | None = None
-    total_bytes: int | None = None
-    free_bytes: int | None = None
-    allocated_bytes: int | None = None
-    reserved_bytes: int | None = None
-    reserved_unallocated_bytes: int | None = None
-    process_in_use_bytes: int | None = None
-    allowed_bytes: int | None = None
-    private_pools_bytes: int | None = None
-    other_processes: tuple[OtherProcess, ...] = ()
-    step: int | None = None
-    phase: Phase = "unknown"
-    message: str
-    operation: Operation | None = None  # what the traceback shows running: optimizer (step or state set-up), backward, kv_cache
-    # Beyond the contract's minimum:
-    era: str | None = None  # message-format era, e.g. "2.2-2.8"
-    torch_version: str | None = None  # printed in the log, else None (the era says what the form implies)
-    fatal: bool = True  # NCCL's "Cuda failure 'out of memory'" warnings are not fatal when training goes on
-    implausible: tuple[str, ...] = ()  # figures kept as printed but not to be trusted (NVML 2**64 placeholder …)
-    root_cause: bool = False  # torchelastic's "Root Cause" names this rank as the first failure
-    run: int = 0  # index of the run inside the source, when several runs were pasted into one file
-    detail: dict[str, Any] = Field(default_factory=dict)  # kind-specific extras (tensor shape, dtype, pool …)
-    evidence: dict[str, Evidence] = Field(default_factory=dict)  # where step, phase, rank … were read
+def _event_line(event: OOMEvent) -> Evidence:
+    first = event.message.strip().splitlines()[0] if event.message.strip() else event.kind
+    return Evidence(source=event.source, line=event.line, text=first[:400])
 
 
-class MemorySample(Frozen):
-    """A per-step memory line (DeepSpeed MA/CA, Megatron memory report, torchtitan, HF *_mem_gpu_*)."""
+def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    line = (_event_line(event),)
+    for name in _FIGURES:
+        out[name] = getattr(event, name)
+        ev[name] = (event.evidence[name],) if name in event.evidence else line
+    for name in ("kind", "fatal", "era", "root_cause", "rank", "gpu_index", "phase", "step", "operation"):
+        out[name] = getattr(event, name)
+        ev[name] = (event.evidence[name],) if name in event.evidence else line
+    if out["phase"] == "unknown":
+        out["phase"] = None  # unknown, so comparisons on it stay unknown
+    total, free, reserved = event.total_bytes, event.free_bytes, event.reserved_bytes
+    others = sum(p.bytes for p in event.other_processes) if event.other_processes else None
+    if others is None and event.process_in_use_bytes is not None:
+        others = 0  # NVML answered and listed nobody else
+    out.update({
+        "free_fraction": _ratio(free, total),
+        "allocated_fraction_of_total": _ratio(event.allocated_bytes, total),
+        "reserved_fraction_of_total": _ratio(reserved, total),
+        "reserved_unallocated_fraction_of_total": _ratio(event.reserved_unallocated_bytes, total),
+        "reserved_unallocated_over_requested": _ratio(event.reserved_unallocated_bytes, event.requested_bytes),
+        "requested_fraction_of_total": _ratio(event.requested_bytes, total),
+        "requested_over_free": _ratio(event.requested_bytes, free),
+        "free_covers_request": None if free is None or event.requested_bytes is None else free >= event.requested_bytes,
+        "allowed_fraction_of_total": _ratio(event.allowed_bytes, total),
+        "other_processes_bytes": others,
+        "other_processes_count": len(event.other_processes) if others is not None else None,
+        "other_processes_fraction_of_total": _ratio(others, total),
+        "non_pytorch_bytes": None if event.process_in_use_bytes is None or reserved is None
+        else event.process_in_use_bytes - reserved,
+        "outside_pytorch_bytes": None if None in (total, free, reserved) else total - free - reserved,
+    })
+    out["outside_pytorch_fraction"] = _ratio(out["outside_pytorch_bytes"], total)
+    out["non_pytorch_fraction_of_total"] = _ratio(out["non_pytorch_bytes"], total)
+    for name in _DEPENDS:
+        ev[name] = line
 
-    step: int | None
-    allocated_bytes: int | None = None
-    max_allocated_bytes: int | None = None
-    reserved_bytes: int | None = None
-    max_reserved_bytes: int | None = None
-    evidence: Evidence
+
+def _implausible(event: OOMEvent) -> frozenset[str]:
+    bad = set(event.implausible)
+    if any(p.bytes >= 2**50 for p in event.other_processes):
+        bad.add("other_processes")
+    for name, sources in _DEPENDS.items():
+        if bad.intersection(sources):
+            bad.add(name)
+    return frozenset(bad)
 
 
-class RunContext(Frozen):
-    """What the log says about the run around the events: configuration, memory over steps, evaluations."""
-
-    source: str
-    config: dict[str, Value] = Field(default_factory=dict)  # canonical key -> value (see context.CONFIG_KEYS)
-    memory: tuple[MemorySample, ...] = ()
-    eval_lines: tuple[Evidence, ...] = ()  # evaluation banners / eval progress starts
-    torch_version: Value | None = None
-    alloc_conf: Value | None = None  # PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF as printed
-    root_cause_rank: Value | None = None
+def _siblings(facts: ParseResult, event: OOMEvent, out: dict[str, Any]) -> None:
+    same = [e for e in facts.events if e.source == event.source and e.run == event.run]
+    out["event_count"] = len(same)
+    ranks = {e.rank for e in same if e.rank is not None}
+    out["failing_ranks"] = len(ranks) if ranks else (1 if same else None)
 
 
-class Facts(Frozen):
-    """Everything the parser found in the inputs, in input order."""
+def _coerce(ftype: str, raw: Any) -> Any:
+    """A config value in its documented type (the parser may keep "4096" or "true"); unusable -> None."""
+    if raw is None or ftype == "str":
+        return None if raw is None else str(raw)
+    if ftype == "bool":
+        if isinstance(raw, bool):
+            return raw
+        return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(str(raw).strip().lower())
+    try:
+        return int(raw) if not isinstance(raw, bool) else None
+    except (TypeError, ValueError):
+        return None
 
-    events: tuple[OOMEvent, ...] = ()
-    runs: tuple[RunContext, ...] = ()
+
+def _config(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    config = run.config if run else {}
+    for key, (ftype, _) in CONFIG_FACTS.items():
+        value = config.get(key)
+        out[key] = _coerce(ftype, value.value) if value is not None else None
+        if value is not None:
+            ev[key] = (value.evidence,)
+    _known_shape(out, ev)
+    stacks_value = config.get("stacks")
+    stacks = list(stacks_value.value) if stacks_value is not None and stacks_value.value else []
+    for stack in STACKS:
+        out[f"stack_{stack}"] = stack in stacks
+        if stacks_value is not None and stack in stacks:
+            ev[f"stack_{stack}"] = (stacks_value.evidence,)
+    out["stacks_known"] = bool(stacks)
+    bs, seq = out["per_device_train_batch_size"], out["max_seq_length"]
+    out["tokens_per_micro_batch"] = bs * seq if isinstance(bs, int) and isinstance(seq, int) else None
+    ev["tokens_per_micro_batch"] = ev.get("per_device_train_batch_size", ()) + ev.get("max_seq_length", ())
+    bf16, fp16 = out["bf16"], out["fp16"]
+    out["mixed_precision"] = True if (bf16 or fp16) else (False if bf16 is False or fp16 is False else None)
+    ev["mixed_precision"] = ev.get("bf16", ()) + ev.get("fp16", ())
+    opt = str(out["optimizer"]).lower() if out["optimizer"] is not None else None
+    out["optimizer_is_adam"] = None if opt is None else "adam" in opt
+    out["optimizer_is_8bit"] = None if opt is None else any(t in opt for t in ("8bit", "bnb", "int8"))
+    ev["optimizer_is_adam"] = ev["optimizer_is_8bit"] = ev.get("optimizer", ())
+
+
+def _known_shape(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    """Model shape from the published config of a known base model, when the log printed no config."""
+    name = out.get("model_name")
+    shape = shape_of(name) if name else None
+    if shape is None:
+        return
+    for key, value in zip(("hidden_size", "num_layers", "vocab_size"), shape):
+        if out.get(key) is None:
+            out[key] = value
+            ev[key] = ev.get("model_name", ())
+
+
+def _alloc_conf(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    conf = run.alloc_conf if run else None
+    out["alloc_conf_printed"] = conf is not None
+    if conf is None:
+        out["expandable_segments"] = None
+        return
+    text = str(conf.value).replace(" ", "").lower()
+    out["expandable_segments"] = "expandable_segments:true" in text
+    ev["expandable_segments"] = ev["alloc_conf_printed"] = (conf.evidence,)
+
+
+def _multiples(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    step = out["step"]
+    out["is_first_step"] = None if step is None else step in (0, 1)
+    ev["is_first_step"] = ev["step"]
+    for flag, every in (("step_is_eval_multiple", "eval_steps"), ("step_is_save_multiple", "save_steps")):
+        n = out[every]
+        ok = isinstance(step, int) and isinstance(n, int) and n > 0 and step > 0
+        out[flag] = (step % n == 0) if ok else None
+        ev[flag] = ev["step"] + ev.get(every, ())
+
+
+def _eval_banner(event: OOMEvent, run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    if run is None:
+        out["eval_banner_before_oom"] = None
+        return
+    # A step line after the banner means training resumed after that evaluation.
+    resumed = event.evidence["step"].line if "step" in event.evidence else 0
+    near = [e for e in run.eval_lines
+            if max(resumed, event.line - EVAL_BANNER_WINDOW_LINES) <= e.line <= event.line]
+    out["eval_banner_before_oom"] = bool(near)
+    if near:
+        ev["eval_banner_before_oom"] = (near[-1],)
+
+
+def _slope(points: list[tuple[int, int]]) -> float:
+    n = len(points)
+    mx = sum(p[0] for p in points) / n
+    my = sum(p[1] for p in points) / n
+    var = sum((p[0] - mx) ** 2 for p in points)
+    return 0.0 if var == 0 else sum((p[0] - mx) * (p[1] - my) for p in points) / var
+
+
+def _sample_bytes(s: MemorySample) -> int | None:
+    return s.allocated_bytes if s.allocated_bytes is not None else s.max_allocated_bytes
+
+
+def _memory(event: OOMEvent, run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    samples = [s for s in (run.memory if run else ()) if s.evidence.line <= event.line]
+    points = [(s.step, b) for s in samples if s.step is not None and (b := _sample_bytes(s)) is not None]
+    out["memory_samples"] = len(samples) if run else None
+    keys = ("memory_first_allocated_bytes", "memory_last_allocated_bytes", "memory_growth_bytes_per_step",
+            "memory_growth_total_bytes", "memory_growth_fraction", "memory_monotonic")
+    for key in keys:
+        out[key] = None
+    if not points:
+        return
+    with_bytes = [s for s in samples if s.step is not None and _sample_bytes(s) is not None]
+    first, last = points[0][1], points[-1][1]
+    out["memory_first_allocated_bytes"], out["memory_last_allocated_bytes"] = first, last
+    span = (with_bytes[0].evidence, with_bytes[-1].evidence)
+    for key in keys:
+        ev[key] = span
+    if len(points) < 3:
+        return
+    out["memory_growth_bytes_per_step"] = _slope(points)
+    out["memory_growth_total_bytes"] = last - first
+    out["memory_growth_fraction"] = _ratio(last - first, first)
+    out["memory_monotonic"] = all(b >= a for (_, a), (_, b) in zip(points, points[1:]))
+
+
+def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> ActivationEstimate | None:
+    est = activations(out)
+    out["activation_bytes_estimate"] = est.total_bytes if est else None
+    out["activation_fraction_of_total"] = _ratio(out["activation_bytes_estimate"], out["total_bytes"])
+    names = ("hidden_size", "num_layers", "vocab_size", "per_device_train_batch_size", "max_seq_length")
+    ev["activation_bytes_estimate"] = ev["activation_fraction_of_total"] = tuple(
+        e for n in names for e in ev.get(n, ()))
+    return est
+
+
+def derive(facts: ParseResult, index: int) -> Derived:
+    """Flatten event `index` of `facts` (with its run context) into the facts named in FACTS."""
+    event = facts.events[index]
+    run = run_for(facts, event)
+    out: dict[str, Any] = {}
+    ev: dict[str, tuple[Evidence, ...]] = {}
+    _figures(event, out, ev)
+    _siblings(facts, event, out)
+    _config(run, out, ev)
+    _alloc_conf(run, out, ev)
+    _multiples(out, ev)
+    _eval_banner(event, run, out, ev)
+    _memory(event, run, out, ev)
+    est = _estimate(out, ev)
+    missing = set(FACTS) - set(out)
+    assert not missing, f"derive forgot facts: {sorted(missing)}"
+    return Derived(values=out, evidence=ev, implausible=_implausible(event), event=event, run=run, activation=est)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from oomdoctor.derive import Derived
+from oomdoctor.facts import Derived
 from oomdoctor.diagnosis import Fix
 from oomdoctor.fixids import FIX_IDS, VERIFIABLE
 from oomdoctor.units import MIB, format_bytes

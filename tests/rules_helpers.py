@@ -1,10 +1,10 @@
-"""Hand-built Facts for rule tests: one event, its run context, figures in GiB/MiB."""
+"""Hand-built ParseResult for rule tests: one event, its run context, figures in GiB/MiB."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from oomdoctor.facts import Evidence, Facts, MemorySample, OOMEvent, OtherProcess, RunContext, Value
+from oomdoctor.parse.model import Evidence, ParseResult, MemorySample, OOMEvent, OtherProcess, RunContext, Value
 from oomdoctor.units import GIB, MIB
 
 SRC = "train.log"
@@ -17,8 +17,8 @@ def ev(line: int, text: str = "line") -> Evidence:
 
 def facts(config: dict[str, Any] | None = None, memory: list[tuple[int, float]] | None = None,
           eval_lines: list[int] | None = None, alloc_conf: str | None = None,
-          others: list[float] | None = None, line: int = 500, **event: Any) -> Facts:
-    """Facts with one event; sizes given as `*_gib` / `*_mib` keyword arguments."""
+          others: list[float] | None = None, line: int = 500, **event: Any) -> ParseResult:
+    """ParseResult with one event; sizes given as `*_gib` / `*_mib` keyword arguments."""
     fields: dict[str, Any] = {"kind": "cuda_oom", "source": SRC, "line": line, "end_line": line,
                               "message": "torch.OutOfMemoryError: CUDA out of memory."}
     for key, value in event.items():
@@ -40,4 +40,4 @@ def facts(config: dict[str, Any] | None = None, memory: list[tuple[int, float]] 
         eval_lines=tuple(ev(n, "***** Running Evaluation *****") for n in (eval_lines or [])),
         alloc_conf=Value(value=alloc_conf, evidence=ev(5, f"PYTORCH_CUDA_ALLOC_CONF={alloc_conf}")) if alloc_conf else None,
     )
-    return Facts(events=(OOMEvent(**fields),), runs=(run,))
+    return ParseResult(events=(OOMEvent(**fields),), runs=(run,))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from oomdoctor.context import config_from
-from oomdoctor.normalize import Line
+from oomdoctor.parse.context import config_from
+from oomdoctor.parse.normalize import Line
 
 
 def stacks(*texts: str) -> list[str]:

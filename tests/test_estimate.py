@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from oomdoctor.context import config_from
-from oomdoctor.derive import derive
+from oomdoctor.parse.context import config_from
+from oomdoctor.facts import derive
 from oomdoctor.estimate import activations
 from oomdoctor.modelshapes import shape_of
-from oomdoctor.normalize import Line
-from oomdoctor.rules.engine import diagnose
+from oomdoctor.parse.normalize import Line
+from oomdoctor.engine.engine import diagnose
 from oomdoctor.units import GIB
 from rules_helpers import facts
 

@@ -24,7 +24,7 @@ KNOWN_GAPS = {
     "mix-ncrfpp-thcudacheck-backward.log": "phase: Python 2 traceback after a THCudaCheck line",
 }
 
-LOGS = sidecars("captured", "synthetic", "benign")
+LOGS = sidecars("reconstructed", "synthetic", "benign")
 
 
 @pytest.mark.parametrize("log", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])
@@ -39,7 +39,7 @@ def test_fixture(log):
 def test_enough_captured_fixtures_from_enough_projects():
     import yaml
 
-    captured = sidecars("captured")
+    captured = sidecars("reconstructed")
     repos = {yaml.safe_load(p.with_suffix(".yaml").read_text())["source"].split("#")[0] for p in captured}
     assert len(captured) >= 40 and len(repos) >= 25
 
@@ -47,7 +47,7 @@ def test_enough_captured_fixtures_from_enough_projects():
 def test_captured_sidecars_name_a_source():
     import yaml
 
-    for p in sidecars("captured"):
+    for p in sidecars("reconstructed"):
         doc = yaml.safe_load(p.with_suffix(".yaml").read_text())
         assert doc.get("captured") is True and "#" in doc.get("source", ""), p.name
     assert (FIXTURES / "README.md").exists()

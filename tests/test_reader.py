@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import oomdoctor.reader as reader
+import oomdoctor.parse.reader as reader
 from oomdoctor.parse import parse_files
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 7.78 GiB"

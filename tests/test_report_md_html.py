@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 from oomdoctor.diagnosis import Report
 from oomdoctor.report import html, markdown
-from oomdoctor.rules.engine import diagnose
+from oomdoctor.engine.engine import diagnose
 from rules_helpers import facts
 from test_rules_engine import STORIES
 

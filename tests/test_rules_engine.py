@@ -1,4 +1,4 @@
-"""The engine on hand-built Facts: the stories the catalog must get right, ranking and three-valued logic."""
+"""The engine on hand-built ParseResult: the stories the catalog must get right, ranking and three-valued logic."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from oomdoctor.derive import FACTS, derive
-from oomdoctor.facts import Facts
-from oomdoctor.rules.engine import diagnose, evaluate
-from oomdoctor.rules.schema import Condition
+from oomdoctor.facts import FACTS, derive
+from oomdoctor.parse.model import ParseResult
+from oomdoctor.engine.engine import diagnose, evaluate
+from oomdoctor.engine.schema import Condition
 from rules_helpers import facts
 
 
-def top(f: Facts) -> list[tuple[str, str]]:
+def top(f: ParseResult) -> list[tuple[str, str]]:
     return [(g.category, g.rule) for g in diagnose(f)]
 
 
-def categories(f: Facts) -> list[str]:
+def categories(f: ParseResult) -> list[str]:
     return [g.category for g in diagnose(f)]
 
 

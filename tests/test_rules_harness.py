@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from oomdoctor.rules.cli import rules_app
-from oomdoctor.rules.harness import run_tests
-from oomdoctor.rules.loader import load_rules
+from oomdoctor.engine.cli import rules_app
+from oomdoctor.engine.harness import run_tests
+from oomdoctor.engine.loader import load_rules
 
 
 def test_every_rule_passes_its_fixtures_and_the_benign_corpus() -> None:

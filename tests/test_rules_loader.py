@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from oomdoctor.rules.loader import DEFAULT_RULES_DIR, RuleLoadError, load_dir, load_rules
+from oomdoctor.engine.loader import DEFAULT_RULES_DIR, RuleLoadError, load_dir, load_rules
 
 GOOD = """\
 id: {id}
@@ -90,7 +90,7 @@ def test_load_rules_raises_all_errors(tmp_path: Path) -> None:
 
 
 def test_no_rule_can_execute_code(tmp_path: Path) -> None:
-    from oomdoctor.rules import templates
+    from oomdoctor.engine import templates
 
     with pytest.raises(Exception):
         templates.render("{{ ''.__class__.__mro__[1].__subclasses__() }}", {})

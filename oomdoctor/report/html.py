@@ -8,7 +8,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from oomdoctor.diagnosis import Report
-from oomdoctor.facts import OOMEvent, RunContext
+from oomdoctor.parse.model import OOMEvent, RunContext
 from oomdoctor.report.markdown import changes_text
 from oomdoctor.units import GIB, format_bytes
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from oomdoctor.diagnosis import Diagnosis, Fix, Report
-from oomdoctor.facts import Evidence, OOMEvent
+from oomdoctor.parse.model import Evidence, OOMEvent
 from oomdoctor.units import format_bytes
 
 MAX_LOG_LINES = 40

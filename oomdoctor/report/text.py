@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oomdoctor.diagnosis import Diagnosis, Report
-from oomdoctor.facts import OOMEvent
+from oomdoctor.parse.model import OOMEvent
 from oomdoctor.units import format_bytes
 
 _FIGURES = (

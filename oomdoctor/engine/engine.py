@@ -1,0 +1,157 @@
+"""Run the rules over each OOM event: three-valued conditions, confidence, roles, evidence and fixes."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import TemplateError
+
+from oomdoctor.facts import Derived, derive
+from oomdoctor.diagnosis import Diagnosis
+from oomdoctor.parse.model import Evidence, ParseResult, OOMEvent
+from oomdoctor.fixcatalog import build_fixes
+from oomdoctor.engine import templates
+from oomdoctor.engine.loader import LoadedRule, load_rules
+from oomdoctor.engine.schema import Condition, Rule
+
+PRIMARY_MIN = 0.5  # below this nothing is called the cause
+CONTRIBUTING_MIN = 0.35  # below this a diagnosis is a hypothesis
+IMPLAUSIBLE_CAP = 0.3  # a rule citing an untrustworthy figure is at most a hypothesis
+MAX_CONFIDENCE = 0.95
+
+_ORDER = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le,
+          "eq": operator.eq, "ne": operator.ne}
+
+
+def _compare(c: Condition, d: Derived) -> bool | None:
+    names = {c.fact, c.fact2} - {None}
+    if names & d.implausible:
+        return None  # an untrustworthy figure decides nothing
+    left = d.values.get(c.fact)
+    if c.op == "present":
+        return left is not None
+    if c.op == "absent":
+        return left is None
+    right = d.values.get(c.fact2) if c.fact2 else c.value
+    if left is None or right is None:
+        return None
+    if c.fact2:
+        right = right * c.times
+    if c.op == "in":
+        return left in right
+    try:
+        return bool(_ORDER[c.op](left, right))
+    except TypeError:
+        return None
+
+
+def evaluate(c: Condition, d: Derived) -> bool | None:
+    """Kleene three-valued logic: None is unknown, and a rule fires only on True."""
+    if c.fact is not None:
+        return _compare(c, d)
+    if c.not_ is not None:
+        inner = evaluate(c.not_, d)
+        return None if inner is None else not inner
+    results = [evaluate(child, d) for child in (c.all_ if c.all_ is not None else c.any_ or [])]
+    if c.all_ is not None:
+        return False if False in results else (None if None in results else True)
+    return True if True in results else (None if None in results else False)
+
+
+def confidence(rule: Rule, d: Derived) -> float:
+    """Base confidence plus every boost whose condition holds, clamped; capped if it cites an implausible figure."""
+    value = rule.confidence + sum(b.add for b in rule.boost if evaluate(b.when, d) is True)
+    if set(rule.evidence) & d.implausible:
+        value = min(value, IMPLAUSIBLE_CAP)
+    return round(max(0.0, min(MAX_CONFIDENCE, value)), 2)
+
+
+def _event_evidence(event: OOMEvent) -> Evidence:
+    first = event.message.strip().splitlines()[0] if event.message.strip() else event.kind
+    return Evidence(source=event.source, line=event.line, text=first[:400])
+
+
+def evidence_for(rule: Rule, d: Derived) -> tuple[Evidence, ...]:
+    """The OOM line plus the lines behind each fact the rule cites, in log order, without repeats."""
+    names = rule.evidence or sorted(n for n in rule.condition.facts() if d.values.get(n) is not None)
+    found: dict[tuple[str, int], Evidence] = {}
+    if d.event is not None:
+        first = _event_evidence(d.event)
+        found[(first.source, first.line)] = first
+    for name in names:
+        for ev in d.evidence.get(name, ()):
+            found.setdefault((ev.source, ev.line), ev)
+    return tuple(sorted(found.values(), key=lambda e: (e.source, e.line)))
+
+
+def _render(source: str, values: Mapping[str, Any]) -> str:
+    try:
+        return templates.render(source, dict(values))
+    except (TemplateError, TypeError, ValueError, ZeroDivisionError) as exc:
+        return f"{' '.join(source.split())} [render failed: {exc}]"
+
+
+def fire(loaded: LoadedRule, d: Derived, index: int) -> Diagnosis | None:
+    """The rule's diagnosis for event `index`, or None unless its condition is definitely true."""
+    rule = loaded.rule
+    if evaluate(rule.condition, d) is not True:
+        return None
+    conf = confidence(rule, d)
+    hedge = rule.hypothesis or conf < CONTRIBUTING_MIN
+    return Diagnosis(
+        rule=rule.id, category=rule.category, confidence=conf,
+        title=f"Possibly: {rule.title[0].lower()}{rule.title[1:]}" if hedge else rule.title,
+        seen=_render(rule.message.seen, d.values), why=_render(rule.message.why, d.values),
+        action=_render(rule.message.do, d.values), role="hypothesis" if hedge else "contributing",
+        event_index=index, evidence=evidence_for(rule, d),
+        fixes=build_fixes(rule.fixes, d),
+    )
+
+
+def rank(found: Sequence[Diagnosis]) -> list[Diagnosis]:
+    """Best first; the best confident one is primary, other confident ones contributing, the rest hypotheses."""
+    ordered = sorted(found, key=lambda g: (-g.confidence, g.role == "hypothesis", g.rule))
+    out: list[Diagnosis] = []
+    for g in ordered:
+        role = g.role
+        if role != "hypothesis":
+            role = "primary" if not out and g.confidence >= PRIMARY_MIN else "contributing"
+        out.append(g.model_copy(update={"role": role}))
+    return out
+
+
+def diagnose_event(facts: ParseResult, index: int, registry: Mapping[str, LoadedRule]) -> list[Diagnosis]:
+    """Every rule over one event, ranked."""
+    d = derive(facts, index)
+    found = [g for loaded in registry.values() if not loaded.rule.fallback and (g := fire(loaded, d, index))]
+    if not found:  # never leave an OOM unexplained: the catch-all rules speak only now
+        found = [g for loaded in registry.values() if loaded.rule.fallback and (g := fire(loaded, d, index))]
+    return rank(found)
+
+
+def _event_order(facts: ParseResult) -> list[int]:
+    """The root-cause rank's event first, then fatal events, then the rest, each in log order."""
+    return sorted(range(len(facts.events)),
+                  key=lambda i: (not facts.events[i].root_cause, not facts.events[i].fatal, i))
+
+
+def diagnose_with(facts: ParseResult, registry: Mapping[str, LoadedRule]) -> tuple[Diagnosis, ...]:
+    """Diagnoses for all events; a rule repeated for another event of the same run is reported once."""
+    seen: set[tuple[str, str, int]] = set()
+    out: list[Diagnosis] = []
+    for index in _event_order(facts):
+        event = facts.events[index]
+        for g in diagnose_event(facts, index, registry):
+            key = (g.rule, event.source, event.run)
+            if key not in seen:
+                seen.add(key)
+                out.append(g)
+    return tuple(out)
+
+
+def diagnose(facts: ParseResult, rule_dirs: Sequence[Path] = ()) -> tuple[Diagnosis, ...]:
+    """Ranked diagnoses for every event, using the repo's rules/ plus user packs (overriding by id)."""
+    return diagnose_with(facts, load_rules(rule_dirs))

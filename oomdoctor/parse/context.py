@@ -1,0 +1,451 @@
+"""Context around OOM events: training step, phase, run configuration, per-step memory, versions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import regex
+
+from oomdoctor.parse.model import Evidence, MemorySample, Value
+from oomdoctor.parse.normalize import Line
+from oomdoctor.units import to_bytes
+
+# ---- steps -------------------------------------------------------------------------------------------
+TQDM = regex.compile(r"(?P<pct>\d{1,3})%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)\s{0,4}\[")
+LIGHTNING = regex.compile(r"^Epoch (?P<epoch>\d+):\s{0,4}\d{1,3}%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)")
+STEP_PATTERNS = (
+    regex.compile(r"\bEpoch:?\s{0,2}\[\d+\]\s{0,2}\[\s{0,6}(?P<n>\d+)/\d+\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
+    regex.compile(r"\bstep=(?P<n>\d+)\b"),  # DeepSpeed log_dist
+    regex.compile(r"\biteration\s{1,12}(?P<n>\d+)\s{0,4}/\s{0,12}\d+"),  # Megatron
+    regex.compile(r"\bstep:\s{0,4}(?P<n>\d+)\b"),  # torchtitan
+    regex.compile(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d+)"),  # {'step': 50}
+    regex.compile(r"\bSteps:\s{0,2}(?P<n>\d+)\b"),
+    regex.compile(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d+)(?:\s{0,2}/\s{0,2}\d+)?\b(?![.%])"),
+)
+EVAL_BANNER = regex.compile(
+    r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
+    r"|Running evaluation|\bRunning validation\b|^Testing DataLoader"
+)
+SAVE_BANNER = regex.compile(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d+\] Saving|saving checkpoint at iteration")
+TRAIN_BANNER = regex.compile(r"\*{5} Running training \*{5}")
+FRAME = regex.compile(
+    r'^\s*File "(?P<file>[^"]{1,400})", line \d+, in (?P<func>[\w<>.]+)'  # CPython
+    r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab
+)
+
+PHASE_FRAMES: dict[str, frozenset[str]] = {
+    "save": frozenset({
+        "save_model", "_save_checkpoint", "save_checkpoint", "_save", "save_pretrained", "state_dict",
+        "full_state_dict", "_full_post_state_dict_hook", "consolidated_state_dict", "_get_state_dict",
+        "_save_optimizer_and_scheduler", "_zero3_consolidated_16bit_state_dict", "get_state_dict",
+        "save_state", "_save_zero_checkpoint", "save_16bit_model", "gather_state_dict",
+    }),
+    "eval": frozenset({
+        "evaluate", "evaluation_loop", "prediction_step", "validation_step", "_evaluate", "eval_step",
+        "predict", "prediction_loop", "_run_evaluate", "test_step", "predict_step", "evaluation",
+        "_evaluation_step", "run_evaluation", "validate", "val_step", "_run_validation",
+    }),
+    "generate": frozenset({
+        "generate", "_generate", "_sample", "sample", "greedy_search", "beam_search", "_beam_search",
+        "_generate_and_score_completions", "generate_completions", "_generate_single_turn", "rollout",
+        "generate_sequences", "_assisted_decoding", "contrastive_search",
+    }),
+    "train": frozenset({
+        "training_step", "_inner_training_loop", "train_step", "backward", "run_backward",
+        "optimizer_step", "_do_optimizer_step", "training_loop", "train_one_epoch", "_training_step",
+        "compute_loss", "fit_loop", "_run_train", "train_epoch", "forward_backward_func",
+        "forward_backward_no_pipelining", "train", "fit",
+    }),
+    "init": frozenset({
+        "from_pretrained", "_load_pretrained_model", "load_state_dict", "load_checkpoint", "dispatch_model",
+        "_apply", "cuda", "to", "_move_model_to_device", "initialize", "prepare", "_prepare_deepspeed",
+        "load_model", "_load_state_dict_into_meta_model", "build_model", "get_model", "create_model",
+    }),
+}
+PHASE_ORDER = ("save", "eval", "generate", "train", "init")
+
+
+def _same_rank(line: Line, rank: int | None) -> bool:
+    return rank is None or line.rank is None or line.rank == rank
+
+
+def _ev(source: str, line: Line) -> Evidence:
+    return Evidence(source=source, line=line.number, text=line.text.strip()[:500])
+
+
+def step_of(line: Line) -> tuple[int, int | None, bool] | None:
+    """(step, total, is_progress_bar) read from one line, or None."""
+    text = line.text
+    if FRAME.match(text) or text.lstrip().startswith(("at ", "#")):
+        return None
+    m = LIGHTNING.search(text)
+    if m:
+        return int(m["n"]), int(m["total"]), True
+    if "|" in text and "/" in text:
+        bars = list(TQDM.finditer(text))
+        if bars and NON_TRAIN_BAR.search(text):
+            return None
+        if bars:
+            b = bars[-1]
+            return int(b["n"]), int(b["total"]), True
+    for pat in STEP_PATTERNS:
+        m = pat.search(text)
+        if m:
+            return int(m["n"]), None, False
+    return None
+
+
+def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> tuple[Value | None, str | None, Evidence | None]:
+    """The training step at the failure and the phase an eval/save banner implies, scanning back.
+
+    Progress bars printed after an evaluation banner belong to the evaluation loop, unless their total
+    is the training bar's total (training resumed); the step is then the last training bar's count.
+    """
+    banner: tuple[str, int] | None = None
+    for i in range(len(before) - 1, -1, -1):
+        ln = before[i]
+        if not _same_rank(ln, rank):
+            continue
+        if EVAL_BANNER.search(ln.text) and not LIGHTNING.search(ln.text):
+            banner = ("eval", i)
+            break
+        if SAVE_BANNER.search(ln.text):
+            banner = ("save", i)
+            break
+        if INIT_BANNER.search(ln.text) and not step_of(ln):
+            banner = ("init", i)
+            break
+        if TRAIN_BANNER.search(ln.text):
+            break
+    train_total: int | None = None
+    start = banner[1] if banner else len(before)
+    step: Value | None = None
+    for i in range(start - 1, -1, -1):  # the last step before the banner (or the failure)
+        ln = before[i]
+        if not _same_rank(ln, rank):
+            continue
+        s = step_of(ln)
+        if s:
+            step, train_total = Value(value=s[0], evidence=_ev(source, ln)), s[1]
+            break
+    if banner:
+        resumed = None
+        for ln in before[banner[1] + 1 :]:
+            s = step_of(ln)
+            if s and _same_rank(ln, rank) and (not s[2] or (train_total is not None and s[1] == train_total)):
+                resumed = (s, ln)
+        if resumed:  # training went on after the banner: the banner is history
+            return Value(value=resumed[0][0], evidence=_ev(source, resumed[1])), None, None
+        return step, banner[0], _ev(source, before[banner[1]])
+    return step, None, None
+
+
+def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 600) -> list[tuple[str, Line]]:
+    """Function names of the traceback frames leading to lines[idx] (same rank), innermost last."""
+    out: list[tuple[str, Line]] = []
+    for i in range(idx - 1, max(-1, idx - limit), -1):
+        ln = lines[i]
+        if not _same_rank(ln, rank):
+            continue
+        m = FRAME.match(ln.text)
+        if m:
+            out.append((m["func"] or m["ipyfunc"], ln))
+        elif ln.text.startswith("Traceback (most recent call last)"):
+            break
+    return out[::-1]
+
+
+_PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("evaluat", "validat")),
+                     ("generate", ("generate",)))
+NON_TRAIN_BAR = regex.compile(
+    r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
+    r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|]{0,80}\d{1,3}%\|"
+)
+# The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
+# "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
+MESSAGE_SAVE = regex.compile(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b")
+INIT_BANNER = regex.compile(r"Loading checkpoint shards|Loading model|Initializing model|Creating model|loading weights")
+
+
+def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 300) -> list[tuple[str, Line]]:
+    """Frames of the traceback printed after a message that was logged before it was raised."""
+    for i in range(idx + 1, min(len(lines), idx + limit)):
+        ln = lines[i]
+        if _same_rank(ln, rank) and "Traceback (most recent call last)" in ln.text:
+            out: list[tuple[str, Line]] = []
+            for nxt in lines[i + 1 : i + 600]:
+                if not _same_rank(nxt, rank):
+                    continue
+                m = FRAME.match(nxt.text)
+                if m:
+                    out.append((m["func"] or m["ipyfunc"], nxt))
+                elif regex.match(r"^\w[\w.]*(?:Error|Exception)\b", nxt.text):
+                    break
+            return out
+    return []
+
+
+def _phase_of_name(name: str) -> list[str]:
+    phases = [p for p in PHASE_ORDER if name in PHASE_FRAMES[p]]
+    low = name.lower()
+    phases += [p for p, subs in _PHASE_SUBSTRINGS if p not in phases and any(x in low for x in subs)]
+    return phases
+
+
+OPTIMIZER_PACKAGE = regex.compile(r"/(?:torch/optim|optimizers?|bitsandbytes/optim)/")  # any frame in these
+OPTIMIZER_FILE = regex.compile(r"_optimizer\.py\b|/zero/stage")  # their step() or constructor
+OPTIMIZER_FUNCS = frozenset({"initialize_optimizer_states", "optimizer_step", "_optimizer_step", "_do_optimizer_step",
+                             "_init_group", "_single_tensor_adamw", "_multi_tensor_adamw", "_single_tensor_adam",
+                             "_multi_tensor_adam", "_fused_adamw", "_fused_adam"})
+BACKWARD_FUNCS = frozenset({"backward", "run_backward", "_engine_run_backward"})
+# The failing statement (a traceback's code line) allocates an attention key/value cache.
+KV_STATEMENT = regex.compile(
+    r"\b(?:kv_cache|kv_buffer|key_buffer|value_buffer|k_cache|v_cache|key_cache|value_cache|kv_pool|past_key_values)\b"
+    r"|\bKVCache\b"
+)
+
+
+def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line | None:
+    """The code line printed just above the error (the statement that raised), if the log shows one."""
+    for i in range(idx - 1, max(-1, idx - 4), -1):
+        ln = lines[i]
+        text = ln.text.strip()
+        if not _same_rank(ln, rank) or not text or set(text) <= set("^~ "):
+            continue
+        if FRAME.match(ln.text) or text.startswith(("Traceback", "During handling", "The above exception")):
+            return None
+        return ln if ("(" in text or "=" in text) and not text.endswith(":") else None
+    return None
+
+
+def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> tuple[str, Line] | None:
+    """What was running: a KV-cache allocation (from the failing statement), else the innermost recognised
+    frame's optimizer (its step or its state set-up) or backward."""
+    if statement is not None and KV_STATEMENT.search(statement.text):
+        return "kv_cache", statement
+    for func, ln in reversed(frames):
+        name = func.rsplit(".", 1)[-1]
+        if name in OPTIMIZER_FUNCS or OPTIMIZER_PACKAGE.search(ln.text) \
+                or (name in ("step", "__init__") and OPTIMIZER_FILE.search(ln.text)):
+            return "optimizer", ln
+        if name in BACKWARD_FUNCS:
+            return "backward", ln
+    return None
+
+
+def phase_from_message(text: str) -> bool:
+    """True when the text before the OOM phrase on its own line says the failure came while saving."""
+    head = text.split("out of memory", 1)[0]
+    return bool(MESSAGE_SAVE.search(head[-2000:]))
+
+
+def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | None:
+    """The phase the traceback frames name: save > eval > generate when present, else the innermost of
+    train and init (a module's .to() inside train() is still model set-up)."""
+    found: dict[str, Line] = {}
+    innermost: tuple[str, Line] | None = None
+    for func, ln in frames:
+        name = func.rsplit(".", 1)[-1]
+        if name == "__init__" and "/torch/nn/modules/" in ln.text:  # a layer allocating its parameters
+            innermost = ("init", ln)
+            continue
+        if "/torch/optim/" in ln.text:  # inside optimizer.step()
+            innermost = ("train", ln)
+            continue
+        for phase in _phase_of_name(name):
+            found.setdefault(phase, ln)
+            if phase in ("train", "init"):
+                innermost = (phase, ln)
+    for phase in ("save", "eval", "generate"):
+        if phase in found:
+            return phase, found[phase]
+    return innermost
+
+
+# ---- configuration -----------------------------------------------------------------------------------
+CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
+    "per_device_train_batch_size": ("per_device_train_batch_size", "train_micro_batch_size_per_gpu",
+                                    "micro_batch_size", "per_gpu_train_batch_size"),
+    "per_device_eval_batch_size": ("per_device_eval_batch_size", "eval_batch_size", "per_gpu_eval_batch_size",
+                                   "eval_micro_batch_size"),
+    "gradient_accumulation_steps": ("gradient_accumulation_steps", "accumulate_grad_batches",
+                                    "gradient_accumulation"),
+    "gradient_checkpointing": ("gradient_checkpointing", "activation_checkpointing", "use_gradient_checkpointing"),
+    "bf16": ("bf16",),
+    "fp16": ("fp16",),
+    "max_seq_length": ("max_seq_length", "max_seq_len", "sequence_len", "seq_length", "cutoff_len",
+                       "model_max_length", "max_length", "block_size", "seq_len", "max_source_length"),
+    "eval_steps": ("eval_steps", "eval_interval", "val_check_interval", "evals_per_epoch"),
+    "save_steps": ("save_steps", "save_interval"),
+    "zero_stage": ("zero_stage",),
+    "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),
+    "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "n_gpu"),
+    "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id"),
+    "optimizer": ("optim", "optimizer"),
+    "lora_r": ("lora_r", "lora_rank"),
+    "max_steps": ("max_steps", "train_iters"),
+    # model shape, as HF prints the model config and Megatron its arguments
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "tensor_parallel": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel_degree"),
+}
+_ALIAS_TO_KEY = {a: k for k, aliases in CONFIG_ALIASES.items() for a in aliases}
+CONFIG_KV = regex.compile(
+    r"(?<![\w.])-{0,2}(?P<key>" + "|".join(sorted(map(regex.escape, _ALIAS_TO_KEY), key=len, reverse=True)) + r")"
+    r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\.{3,}\s{1,3}|\s(?=\S))['\"]?(?P<value>[\w./@:+-]{1,200})"
+)
+# Parameter counts: PEFT's print_trainable_parameters, HF Trainer's banner, Lightning's summary, Megatron.
+PEFT_PARAMS = regex.compile(r"trainable params: (?P<trainable>\d[\d,]{0,20}) \|\| all params: (?P<total>\d[\d,]{0,20})")
+HF_PARAMS = regex.compile(r"Number of trainable parameters = (?P<trainable>\d[\d,]{0,20})")
+LIGHTNING_PARAMS = regex.compile(r"^\s{0,8}(?P<n>\d{1,4}(?:\.\d{1,3})?) (?P<unit>[KMBT]) {1,10}(?P<what>Trainable|Total) params")
+MEGATRON_PARAMS = regex.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d+, \d+\): (?P<total>\d{1,15})")
+_COUNT_UNIT = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+ZERO_STAGE = regex.compile(r"['\"]?(?:zero_optimization['\"]?:\s{0,3}\{[^}]{0,200}?['\"]stage['\"]:\s{0,3}|ZeRO[ -][Ss]tage\s{0,3}|zero[_ ]stage['\"]?\s{0,3}[:=]\s{0,3})(?P<stage>[0-3])\b")
+OFFLOAD = regex.compile(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
+LORA = regex.compile(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
+STACKS: dict[str, regex.Pattern[str]] = {
+    "hf_trainer": regex.compile(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}|trainer\.py"),
+    "accelerate": regex.compile(r"\baccelerate[/.]|Distributed environment:|accelerate launch"),
+    "deepspeed": regex.compile(r"\bdeepspeed\b|DeepSpeed|ds_config|zero_optimization", regex.I),
+    "fsdp": regex.compile(r"\bFSDP\b|FullyShardedDataParallel|fully_shard|fsdp_config|FSDPOption"),
+    "axolotl": regex.compile(r"\baxolotl\b"),
+    "llama_factory": regex.compile(r"llamafactory|LLaMA-Factory|llmtuner", regex.I),
+    "lightning": regex.compile(r"pytorch_lightning|lightning[/.](?:pytorch|fabric)|Validation DataLoader|LightningModule"),
+    "trl": regex.compile(r"\btrl[/.]|GRPOTrainer|SFTTrainer|DPOTrainer|PPOTrainer|GRPOConfig"),
+    "torchtitan": regex.compile(r"torchtitan"),
+    "megatron": regex.compile(r"megatron", regex.I),
+    "vllm": regex.compile(r"\bvllm\b", regex.I),
+    "jax": regex.compile(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
+    "tensorflow": regex.compile(r"tensorflow|keras", regex.I),
+}
+# TrainingArguments prints every field, used or not: `deepspeed=None`, `fsdp=[]`, `fsdp_config={...}`.
+ARG_DUMP = regex.compile(r"^\s{0,8}(?P<name>deepspeed|fsdp\w{0,40})\s{0,2}=\s{0,2}(?P<value>.{0,400}?),?\s*$")
+_UNSET = frozenset({"None", "[]", "''", '""', "False", "", "{}"})
+
+
+def _stack_line_counts(text: str) -> bool:
+    """False for a TrainingArguments dump line that names a stack without using it."""
+    m = ARG_DUMP.match(text)
+    if m is None:
+        return True
+    return m["name"] in ("deepspeed", "fsdp") and m["value"].strip() not in _UNSET
+
+
+_BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False, "on": True, "off": False}
+
+
+def _config_value(key: str, raw: str):
+    raw = raw.rstrip(",.;)'\"")
+    if key in ("gradient_checkpointing", "bf16", "fp16"):
+        low = raw.lower()
+        if key == "bf16" and low in ("bf16-mixed", "bf16-true", "bf16", "bfloat16"):
+            return True
+        return _BOOL.get(low)
+    if key in ("model_name", "optimizer"):
+        return raw if raw.lower() not in ("none", "null") else None
+    try:
+        return int(raw)
+    except ValueError:
+        try:
+            f = float(raw)
+            return int(f) if f.is_integer() else f
+        except ValueError:
+            return None
+
+
+def _count(raw: str) -> int:
+    return int(raw.replace(",", ""))
+
+
+def _param_counts(text: str, cfg: dict[str, Value], ev: Evidence) -> None:
+    """trainable_params / total_params from the lines that print them."""
+    if m := PEFT_PARAMS.search(text):
+        cfg["trainable_params"] = Value(value=_count(m["trainable"]), evidence=ev)
+        cfg["total_params"] = Value(value=_count(m["total"]), evidence=ev)
+    elif m := HF_PARAMS.search(text):
+        cfg["trainable_params"] = Value(value=_count(m["trainable"]), evidence=ev)
+    elif m := LIGHTNING_PARAMS.search(text):
+        key = "trainable_params" if m["what"] == "Trainable" else "total_params"
+        cfg[key] = Value(value=round(float(m["n"]) * _COUNT_UNIT[m["unit"]]), evidence=ev)
+    elif m := MEGATRON_PARAMS.search(text):
+        cfg["total_params"] = Value(value=int(m["total"]), evidence=ev)
+
+
+def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
+    """Run configuration printed anywhere in the given lines; the last value seen wins."""
+    cfg: dict[str, Value] = {}
+    stacks: dict[str, Evidence] = {}
+    for ln in lines:
+        text = ln.text
+        if len(text) > 20000 or "out of memory" in text:
+            continue
+        if "=" in text or ":" in text or "--" in text or " " in text:
+            for m in CONFIG_KV.finditer(text):
+                key = _ALIAS_TO_KEY[m["key"]]
+                val = _config_value(key, m["value"])
+                if val is not None:
+                    cfg[key] = Value(value=val, evidence=_ev(source, ln))
+        if "params" in text or "parameters" in text:
+            _param_counts(text, cfg, _ev(source, ln))
+        m = ZERO_STAGE.search(text)
+        if m:
+            cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))
+        m = OFFLOAD.search(text)
+        if m:
+            cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
+        if "lora" in text.lower() and LORA.search(text) or "lora_r" in cfg:
+            cfg.setdefault("lora", Value(value=True, evidence=_ev(source, ln)))
+        for name, pat in STACKS.items():
+            if name not in stacks and pat.search(text) and _stack_line_counts(text):
+                stacks[name] = _ev(source, ln)
+    if stacks:
+        first = min(stacks.values(), key=lambda e: e.line)
+        cfg["stacks"] = Value(value=sorted(stacks), evidence=first)
+    return cfg
+
+
+# ---- per-step memory ---------------------------------------------------------------------------------
+DS_MEMORY = regex.compile(
+    r"MA (?P<ma>\d+(?:\.\d+)?) GB\s+Max_MA (?P<maxma>\d+(?:\.\d+)?) GB\s+CA (?P<ca>\d+(?:\.\d+)?) GB\s+Max_CA (?P<maxca>\d+(?:\.\d+)?) GB"
+)
+MEGATRON_MEMORY = regex.compile(
+    r"\(after (?P<step>\d+) iterations\) memory \(MB\) \| allocated: (?P<a>[\d.]+) \| max allocated: (?P<ma>[\d.]+)"
+    r" \| reserved: (?P<r>[\d.]+) \| max reserved: (?P<mr>[\d.]+)"
+)
+TITAN_MEMORY = regex.compile(r"\bstep:\s{0,4}(?P<step>\d+)\b.{0,200}?\bmemory:\s{0,4}(?P<mem>\d+(?:\.\d+)?)\s?(?P<unit>GiB|MiB)")
+HF_MEMORY = regex.compile(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d+(?:\.\d+)?)")
+
+
+def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
+    """Per-step memory lines (DeepSpeed, Megatron, torchtitan), each with the step printed before it."""
+    out: list[MemorySample] = []
+    last_step: int | None = None
+    for ln in lines:
+        text = ln.text
+        if "MA " in text:
+            m = DS_MEMORY.search(text)
+            if m:
+                out.append(MemorySample(
+                    step=last_step, allocated_bytes=to_bytes(m["ma"], "GiB"), max_allocated_bytes=to_bytes(m["maxma"], "GiB"),
+                    reserved_bytes=to_bytes(m["ca"], "GiB"), max_reserved_bytes=to_bytes(m["maxca"], "GiB"),
+                    evidence=_ev(source, ln)))
+                continue
+        if "memory" in text:
+            m = MEGATRON_MEMORY.search(text)
+            if m:
+                out.append(MemorySample(
+                    step=int(m["step"]), allocated_bytes=to_bytes(m["a"], "MiB"), max_allocated_bytes=to_bytes(m["ma"], "MiB"),
+                    reserved_bytes=to_bytes(m["r"], "MiB"), max_reserved_bytes=to_bytes(m["mr"], "MiB"),
+                    evidence=_ev(source, ln)))
+                continue
+            m = TITAN_MEMORY.search(text)
+            if m:
+                last_step = int(m["step"])
+                out.append(MemorySample(step=last_step, max_reserved_bytes=to_bytes(m["mem"], m["unit"]),
+                                        evidence=_ev(source, ln)))
+                continue
+        s = step_of(ln)
+        if s is not None:
+            last_step = s[0]
+    return out

@@ -1,0 +1,117 @@
+"""Every message format oomdoctor recognises: one named, compiled pattern per era or kind, no opinions.
+
+Patterns run on one normalised message (a few lines joined, at most a few KiB), never on a whole log,
+and are written without nested quantifiers so they stay linear on hostile text.
+"""
+
+from __future__ import annotations
+
+import regex
+
+SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
+_DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU)"
+# The hint after a message; it stops where a second writer's message begins on the same line.
+_HINT_TAIL = r"(?P<hint>\s*If reserved(?:(?!(?:[A-Z]{2,4} )?out of memory)[^\n]){0,400})?"
+
+# PyTorch caching allocator, 1.0-1.3: "(GPU 0; T total capacity; A already allocated; F free; C cached)"
+# The "cached" figure is reserved-but-unallocated (amount_cached - amount_allocated).
+CACHING_1_0 = regex.compile(
+    _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r")\s?\(GPU (?P<gpu>\d*); "
+    r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
+    r"(?P<free>" + SIZE + r") free; (?P<cached>" + SIZE + r") cached\)"
+)
+# 1.4-2.0: "...; F free; [X allowed; ]R reserved in total by PyTorch)" (+ max_split_size_mb hint from 1.10).
+# Ascend NPU builds add "X current active;".
+CACHING_1_4 = regex.compile(
+    _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r")\s?\((?:GPU|NPU)\s{1,2}(?P<gpu>\d*); "
+    r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
+    r"(?:" + SIZE + r" current active; )?(?:(?P<free>" + SIZE + r") free; )?(?:(?P<allowed>" + SIZE + r") allowed; )?"
+    r"(?P<reserved>" + SIZE + r") reserved in total by PyTorch\)" + _HINT_TAIL
+)
+# 2.1+ ("capacty" typo in 2.1): ". GPU N has a total capacity of T of which F is free. <processes>
+# [X allowed; ]Of the allocated memory A is allocated by PyTorch, [with P allocated in private pools
+# (e.g., CUDA Graphs), ]and U is reserved by PyTorch but unallocated." + hint (env var differs per era).
+CACHING_2_1 = regex.compile(
+    _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d*)\x00? ?has a "
+    r"total (?P<capword>capacity|capacty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?\.\s?"
+    r"(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE + r" memory in use\.\s?){0,64})"
+    r"(?:(?P<allowed>" + SIZE + r") allowed; )?"
+    r"Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch,\s"
+    r"(?:with (?P<private>" + SIZE + r") allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
+    r"and (?P<unallocated>" + SIZE + r") is reserved by PyTorch but unallocated\." + _HINT_TAIL
+)
+PROCESS_CLAUSE = regex.compile(
+    r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d+)) has (?P<size>" + SIZE + r") memory in use"
+)
+# Any caching-allocator message whose full form did not match (truncated at a NUL device index, cut by a
+# log collector, an unknown future era): the request is still known.
+CACHING_ANY = regex.compile(
+    _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
+    r"(?:\.? ?\(?GPU (?P<gpu>\d+))?"
+)
+# Pre-1.0 THC: "cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/..."
+THC_PRE_1_0 = regex.compile(r"cuda runtime error \(2\) : out of memory")
+CUDA_ERROR = regex.compile(
+    r"(?:CUDA error|CUDA driver error|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation)(?::)? ?(?:out of memory)?"
+)
+CUDA_ERROR_STRICT = regex.compile(
+    r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b.*from device)"
+)
+CUBLAS = regex.compile(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
+NCCL = regex.compile(r"(?:NCCL WARN )?Cuda failure(?: \d+)? '?out of memory'?|ncclSystemError.{0,80}out of memory")
+MPS = regex.compile(
+    r"MPS backend out of memory \(MPS allocated: (?P<allocated>" + SIZE + r"), other allocations: (?P<other>" + SIZE
+    + r")(?:, max allowed: (?P<total>" + SIZE + r"))?\)\. Tried to allocate (?P<requested>" + SIZE
+    + r") on (?P<pool>shared|private) pool"
+)
+XLA_BYTES = regex.compile(
+    r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory (?:while )?trying to allocate (?P<requested>\d+(?:\.\d+)?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
+)
+XLA_HBM = regex.compile(
+    r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<used>\d+(?:\.\d+)?[KMGT]?) of (?P<limit>\d+(?:\.\d+)?[KMGT]?) \w+"
+)
+XLA_ANY = regex.compile(r"RESOURCE_EXHAUSTED:?[^\n]{0,200}?(?:[Oo]ut of memory|ran out of memory|Ran out of memory)")
+BFC_RAN_OUT = regex.compile(
+    r"Allocator \((?P<allocator>\w+)\) ran out of memory trying to allocate (?P<requested>\d+(?:\.\d+)?[KMGT]?i?B?)"
+    r"(?: \(rounded to (?P<rounded>\d+)\))?"
+)
+BFC_STAT = regex.compile(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d+)\s*$")
+TF_OOM = regex.compile(
+    r"OOM when allocating tensor (?:(?:with|of) shape\s?\[?(?P<shape>[\d, ]*)\]? and type (?P<dtype>\w+) )?"
+    r"(?:on (?P<device>[\w:/]+) )?(?:by allocator (?P<allocator>\w+))?"
+)
+STREAM_EXECUTOR_OOM = regex.compile(
+    r"failed to allocate (?P<pretty>\d+(?:\.\d+)?[KMGT]?) \((?P<requested>\d+) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY"
+)
+KV_CACHE = regex.compile(
+    r"No available memory for the cache blocks"
+    r"|larger than the maximum number of tokens that can be stored in KV cache \((?P<tokens>\d+)\)"
+    r"|(?P<need>\d+(?:\.\d+)? ?GiB) KV cache is needed, which is larger than the available KV cache memory \((?P<avail>\d+(?:\.\d+)? ?GiB)\)"
+    r"|[Ii]nsufficient (?:memory for )?KV cache"
+)
+CPU_ALLOC = regex.compile(
+    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
+    r"(?:(?P<requested>\d+) bytes|(?P<gb>\d+)GB)"
+)
+HOST_KILL = regex.compile(
+    r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
+    r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
+    r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
+    r"|terminated by signal SIGKILL"  # fish
+    r"|oom[_-]kill(?:er)? event|Detected \d+ oom[_-]kill|killed by the cgroup out-of-memory handler"
+    r"|task \d+: Out Of Memory|exceeded memory limit \(\d+ > \d+\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
+)
+# Not kills: "Killed 3 stale workers", "SIGKILL" in a shutdown notice of a healthy run.
+HOST_KILL_NOT = regex.compile(r"Killed \d+ |Sending process \d+ closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
+
+# Pieces of context (used by oomdoctor.parse.context).
+TORCH_VERSION = regex.compile(
+    r"(?:(?<![\w/.])torch(?:==|\s+version\s*[:=]?\s*|:\s*|\s+)|PyTorch version\s*:\s*|torch\.__version__\s*[:=]\s*)"
+    r"v?(?P<version>\d+\.\d+(?:\.\d+)?(?:[+.][\w.]+)?)"
+)
+ALLOC_CONF = regex.compile(
+    r"(?P<var>PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF)['\"]?\s*[:=]\s*['\"]?(?P<value>[\w:,.\[\]>]+)"
+)
+ROOT_CAUSE = regex.compile(r"Root Cause \(first observed failure\)")
+ROOT_RANK = regex.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
+NCCL_CALLOC = regex.compile(r"Failed to CUDA (?:calloc|malloc|host alloc) (?P<requested>\d+) bytes")
