@@ -85,7 +85,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     # the event among the others
     "event_count": ("int", "OOM events in the same source"),
     "failing_ranks": ("int", "distinct ranks that hit an OOM in the same source"),
-    "is_first_step": ("bool", "the failure came at step 0 or 1"),
+    "is_first_step": ("bool", "the failure came at step 0 or 1, or after training started but before any step was logged"),
     "step_is_eval_multiple": ("bool", "step is a multiple of eval_steps"),
     "step_is_save_multiple": ("bool", "step is a multiple of save_steps"),
     "eval_banner_before_oom": ("bool", "an evaluation banner shortly before the OOM with no training step line after it"),
@@ -366,6 +366,9 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _config(run, out, ev)
     _alloc_conf(run, out, ev)
     _multiples(out, ev)
+    if event.detail.get("first_step") and out["is_first_step"] is None:  # started, then failed before a step
+        out["is_first_step"] = True
+        ev["is_first_step"] = (event.evidence["first_step"],)
     _eval_banner(event, run, out, ev)
     _memory(event, run, out, ev)
     est = _estimate(out, ev)

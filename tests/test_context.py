@@ -46,3 +46,70 @@ def test_operation_is_read_from_the_traceback():
     assert [e.operation for e in events(backward)] == ["backward"]
     assert [e.operation for e in events(kv)] == ["kv_cache"]
     assert [e.operation for e in events("step 5 loss 1.2\n" + MSG)] == [None]
+
+
+def one(text: str):
+    (e,) = events(text)
+    return e
+
+
+def test_phase_from_progress_bars_that_name_their_loop():
+    train = "Epoch 1: 100%|##########| 500/500 [01:00<00:00, 8.3it/s, loss=0.41]\n"
+    assert one(train + "Evaluating:  40%|####      | 20/50 [00:03<00:05]\n" + MSG).phase == "eval"
+    assert one(train + "Validation DataLoader 0:  10%|#  | 5/50 [00:01<00:09]\n" + MSG).phase == "eval"
+    assert one(train + "[11/23 10:00:00 d2.evaluation.evaluator]: Inference done 11/500. 0.1 s / img\n" + MSG).phase == "eval"
+    assert one(train + "2024/05/01 10:00:00 - mmengine - INFO - Epoch(val) [1][ 10/500]  eta: 0:01:00\n" + MSG).phase == "eval"
+    # an evaluation bar followed by training progress again is history
+    assert one("eval: 100%|##| 50/50 [00:05<00:00]\n" + "{'loss': 0.5, 'step': 120}\n" + MSG).phase == "train"
+
+
+def test_step_formats_of_common_loops():
+    assert one("[3,   120] loss: 1.234\n" + MSG).step == 120
+    assert one("Epoch(train) [2][ 340/1000]  lr: 1.0e-04  loss: 0.7\n" + MSG).step == 340
+    assert one("[11/23 10:00:00 d2.utils.events]:  eta: 1:00:00  iter: 1999  total_loss: 0.9  max_mem: 10234M\n"
+               + MSG).step == 1999
+    assert one("Iter 250/5000 loss 0.31\n" + MSG).step == 250
+    assert one("    step: 42\n" + MSG).step == 42
+    # a data-processing bar is not the training counter
+    assert one("step 7 loss 0.3\nMap: 100%|##########| 9000/9000 [00:02<00:00]\n" + MSG).step == 7
+
+
+def test_training_started_then_failed_before_a_step_is_the_first_step():
+    e = one("***** Running training *****\n  Num examples = 1000\n" + MSG)
+    assert (e.phase, e.step, e.detail.get("first_step")) == ("train", None, True)
+    e = one("Loading checkpoint shards: 100%|##| 2/2\n" + MSG)  # nothing has run yet: model set-up
+    assert e.phase == "init" and not e.detail.get("first_step")
+
+
+def test_innermost_strong_frame_wins_and_xla_names_its_jitted_function():
+    tb = ('Traceback (most recent call last):\n  File "run.py", line 3, in evaluate\n    out = model.generate(x)\n'
+          '  File "/site-packages/transformers/generation/utils.py", line 10, in generate\n    return self._sample()\n')
+    assert one(tb + MSG).phase == "generate"
+    xla = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+           "1073741824 bytes.: while running replica 0 and partition 0 of a replicated computation (other "
+           "replicas may have failed as well). pjit(train_step)\n")
+    assert one(xla).phase == "train"
+
+
+def test_run_facts_from_namespace_and_hydra_dumps():
+    def cfg(*texts):
+        return {k: v.value for k, v in config_from(
+            [Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(texts)], "train.log").items()}
+
+    c = cfg("Namespace(batch_size=16, grad_accum=4, max_len=2048, precision='bf16-mixed', use_checkpoint=False)")
+    assert (c["per_device_train_batch_size"], c["gradient_accumulation_steps"], c["max_seq_length"]) == (16, 4, 2048)
+    assert c["bf16"] is True and c["gradient_checkpointing"] is False
+    c = cfg("trainer:", "  precision: 16-mixed", "data:", "  batch_size: 8")
+    assert c["per_device_train_batch_size"] == 8 and c["bf16"] is False
+
+
+def test_hand_written_memory_prints_become_samples():
+    from oomdoctor.parse.context import memory_samples
+
+    lines = ["step 1 memory_allocated: 10.5 GB max_memory_allocated: 12.0 GB",
+             "step 2 memory_allocated: 11.5 GB", "step 3 allocated_bytes.all.current: 13000000000",
+             "[d2] iter: 40  max_mem: 10234M", "step 4 mem 3 params"]
+    got = memory_samples([Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(lines)], "t.log")
+    assert [(s.step, s.allocated_bytes, s.max_allocated_bytes) for s in got] == [
+        (1, int(10.5 * 2**30), 12 * 2**30), (2, int(11.5 * 2**30), None), (3, 13000000000, None),
+        (40, None, 10234 * 2**20)]

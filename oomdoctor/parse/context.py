@@ -3,31 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import regex
 
 from oomdoctor.parse.model import Evidence, MemorySample, Value
 from oomdoctor.parse.normalize import Line
-from oomdoctor.units import to_bytes
+from oomdoctor.units import UnitError, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
 TQDM = regex.compile(r"(?P<pct>\d{1,3})%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)\s{0,4}\[")
 LIGHTNING = regex.compile(r"^Epoch (?P<epoch>\d+):\s{0,4}\d{1,3}%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)")
 STEP_PATTERNS = (
     regex.compile(r"\bEpoch:?\s{0,2}\[\d+\]\s{0,2}\[\s{0,6}(?P<n>\d+)/\d+\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
+    regex.compile(r"\bEpoch\(train\)\s{0,3}\[\d+\]\s{0,3}\[\s{0,6}(?P<n>\d+)/\d+\]"),  # mmengine, epoch-based
+    regex.compile(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d+)/\d+\]"),  # mmengine, iteration-based
+    regex.compile(r"^\s{0,4}\[\s{0,4}\d+,\s{0,8}(?P<n>\d+)(?:/\d+)?\]"),  # [epoch, iter] / [epoch, iter/total]
     regex.compile(r"\bstep=(?P<n>\d+)\b"),  # DeepSpeed log_dist
     regex.compile(r"\biteration\s{1,12}(?P<n>\d+)\s{0,4}/\s{0,12}\d+"),  # Megatron
-    regex.compile(r"\bstep:\s{0,4}(?P<n>\d+)\b"),  # torchtitan
+    regex.compile(r"\biter:\s{0,4}(?P<n>\d+)\b"),  # detectron2 metric lines
+    regex.compile(r"[Ss]tarting training from iteration (?P<n>\d+)"),  # detectron2
+    regex.compile(r"\bstep:\s{0,4}(?P<n>\d+)\b"),  # torchtitan; YAML-ish "step: 12" in any indentation
     regex.compile(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d+)"),  # {'step': 50}
     regex.compile(r"\bSteps:\s{0,2}(?P<n>\d+)\b"),
     regex.compile(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d+)(?:\s{0,2}/\s{0,2}\d+)?\b(?![.%])"),
+    regex.compile(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d+)\s{0,2}/\s{0,2}\d+\b"),  # Iter 120/500
+    regex.compile(r"^\s{0,4}(?P<n>\d+)/\d+ \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
 )
+# A progress indicator or banner that names an evaluation loop: HF/Lightning/detectron2/mmengine/tqdm.
 EVAL_BANNER = regex.compile(
     r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
-    r"|Running evaluation|\bRunning validation\b|^Testing DataLoader"
+    r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
+    r"|Inference done \d+/\d+|Start inference on \d+ (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
+    r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
+    r"\b[^|\n%]{0,60}?\d{1,3}%\|"
 )
-SAVE_BANNER = regex.compile(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d+\] Saving|saving checkpoint at iteration")
-TRAIN_BANNER = regex.compile(r"\*{5} Running training \*{5}")
+SAVE_BANNER = regex.compile(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d+\] Saving|saving checkpoint at iteration"
+                            r"|Saving (?:the )?model (?:to|at)\b|Saving weights")
+TRAIN_BANNER = regex.compile(
+    r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining started\b"
+    r"|[Ss]tarting training from iteration|\bStart training\b"
+)
 FRAME = regex.compile(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d+, in (?P<func>[\w<>.]+)'  # CPython
     r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab
@@ -44,6 +60,9 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "evaluate", "evaluation_loop", "prediction_step", "validation_step", "_evaluate", "eval_step",
         "predict", "prediction_loop", "_run_evaluate", "test_step", "predict_step", "evaluation",
         "_evaluation_step", "run_evaluation", "validate", "val_step", "_run_validation",
+        "test", "run_test", "inference", "infer", "inference_on_dataset", "single_gpu_test", "multi_gpu_test",
+        "test_epoch", "val_epoch", "valid_epoch", "validation_epoch", "run_eval", "eval", "eval_model",
+        "test_model", "evaluate_model", "eval_epoch", "evaluation_step", "_predict", "run_inference",
     }),
     "generate": frozenset({
         "generate", "_generate", "_sample", "sample", "greedy_search", "beam_search", "_beam_search",
@@ -54,12 +73,16 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "training_step", "_inner_training_loop", "train_step", "backward", "run_backward",
         "optimizer_step", "_do_optimizer_step", "training_loop", "train_one_epoch", "_training_step",
         "compute_loss", "fit_loop", "_run_train", "train_epoch", "forward_backward_func",
-        "forward_backward_no_pipelining", "train", "fit",
+        "forward_backward_no_pipelining", "train", "fit", "train_model", "learn", "train_loop", "train_batch",
+        "training_epoch", "_fit_impl", "run_training_epoch", "run_training_batch", "update_params", "optimize_model",
+        "fit_one_epoch", "train_on_batch", "run_step", "do_train", "_run_stage",
     }),
     "init": frozenset({
         "from_pretrained", "_load_pretrained_model", "load_state_dict", "load_checkpoint", "dispatch_model",
         "_apply", "cuda", "to", "_move_model_to_device", "initialize", "prepare", "_prepare_deepspeed",
         "load_model", "_load_state_dict_into_meta_model", "build_model", "get_model", "create_model",
+        "_configure_optimizer", "_configure_zero_optimizer", "_configure_basic_optimizer", "setup_model_and_optimizer",
+        "init_weights", "_init_weights", "from_config", "model_init",
     }),
 }
 PHASE_ORDER = ("save", "eval", "generate", "train", "init")
@@ -95,13 +118,25 @@ def step_of(line: Line) -> tuple[int, int | None, bool] | None:
     return None
 
 
-def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> tuple[Value | None, str | None, Evidence | None]:
+class Progress(NamedTuple):
+    """What the log printed before a failure: the last training step, a banner's phase, and whether training
+    had started (a "training started" marker with no step logged after it means the first step failed)."""
+
+    step: Value | None
+    banner_phase: str | None
+    banner: Evidence | None
+    started: Evidence | None
+
+
+def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> Progress:
     """The training step at the failure and the phase an eval/save banner implies, scanning back.
 
     Progress bars printed after an evaluation banner belong to the evaluation loop, unless their total
     is the training bar's total (training resumed); the step is then the last training bar's count.
+    A banner goes stale at the next marker: a training start or a training step line after it.
     """
     banner: tuple[str, int] | None = None
+    started: int | None = None
     for i in range(len(before) - 1, -1, -1):
         ln = before[i]
         if not _same_rank(ln, rank):
@@ -116,6 +151,7 @@ def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> tu
             banner = ("init", i)
             break
         if TRAIN_BANNER.search(ln.text):
+            started = i
             break
     train_total: int | None = None
     start = banner[1] if banner else len(before)
@@ -134,10 +170,16 @@ def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> tu
             s = step_of(ln)
             if s and _same_rank(ln, rank) and (not s[2] or (train_total is not None and s[1] == train_total)):
                 resumed = (s, ln)
+            elif TRAIN_BANNER.search(ln.text) and _same_rank(ln, rank):
+                resumed = None  # a new training run started after the banner: the banner is history
+                return Progress(None, None, None, _ev(source, ln))
         if resumed:  # training went on after the banner: the banner is history
-            return Value(value=resumed[0][0], evidence=_ev(source, resumed[1])), None, None
-        return step, banner[0], _ev(source, before[banner[1]])
-    return step, None, None
+            return Progress(Value(value=resumed[0][0], evidence=_ev(source, resumed[1])), None, None, None)
+        return Progress(step, banner[0], _ev(source, before[banner[1]]), None)
+    if started is not None:
+        after = [ln for ln in before[started + 1 :] if _same_rank(ln, rank) and step_of(ln)]
+        return Progress(step if after else None, None, None, None if after else _ev(source, before[started]))
+    return Progress(step, None, None, None)
 
 
 def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 600) -> list[tuple[str, Line]]:
@@ -155,8 +197,8 @@ def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int 
     return out[::-1]
 
 
-_PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("evaluat", "validat")),
-                     ("generate", ("generate",)))
+_PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("evaluat", "validat", "inference")),
+                     ("generate", ("generate",)), ("train", ("train_", "training", "_train")))
 NON_TRAIN_BAR = regex.compile(
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|]{0,80}\d{1,3}%\|"
@@ -239,10 +281,13 @@ def phase_from_message(text: str) -> bool:
     return bool(MESSAGE_SAVE.search(head[-2000:]))
 
 
+STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these decides; train/init frames are weaker
+
+
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | None:
-    """The phase the traceback frames name: save > eval > generate when present, else the innermost of
-    train and init (a module's .to() inside train() is still model set-up)."""
-    found: dict[str, Line] = {}
+    """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
+    innermost of train and init (a module's .to() inside train() is still model set-up)."""
+    strong: tuple[str, Line] | None = None
     innermost: tuple[str, Line] | None = None
     for func, ln in frames:
         name = func.rsplit(".", 1)[-1]
@@ -252,35 +297,53 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | 
         if "/torch/optim/" in ln.text:  # inside optimizer.step()
             innermost = ("train", ln)
             continue
-        for phase in _phase_of_name(name):
-            found.setdefault(phase, ln)
-            if phase in ("train", "init"):
-                innermost = (phase, ln)
-    for phase in ("save", "eval", "generate"):
-        if phase in found:
-            return phase, found[phase]
-    return innermost
+        phases = _phase_of_name(name)
+        for phase in phases:
+            if phase in STRONG_PHASES:
+                strong = (phase, ln)
+                break
+        else:
+            if phases:
+                innermost = (phases[0], ln)
+    return strong or innermost
+
+
+# XLA names the jitted function in its op names: "pjit(train_step)", "jit(eval_step)/..."
+JIT_NAME = regex.compile(r"\b(?:p?jit|pmap|xmap)\((?P<name>\w{1,80})\)")
+
+
+def phase_from_jit(text: str) -> str | None:
+    """The phase of the jitted function an XLA message names, if any."""
+    for m in JIT_NAME.finditer(text):
+        phases = _phase_of_name(m["name"])
+        if phases:
+            return phases[0]
+    return None
 
 
 # ---- configuration -----------------------------------------------------------------------------------
 CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "per_device_train_batch_size": ("per_device_train_batch_size", "train_micro_batch_size_per_gpu",
-                                    "micro_batch_size", "per_gpu_train_batch_size"),
+                                    "micro_batch_size", "per_gpu_train_batch_size", "batch_size", "train_batch_size",
+                                    "batch-size", "samples_per_gpu", "batch_size_per_gpu", "micro_batch_size_per_gpu"),
     "per_device_eval_batch_size": ("per_device_eval_batch_size", "eval_batch_size", "per_gpu_eval_batch_size",
                                    "eval_micro_batch_size"),
     "gradient_accumulation_steps": ("gradient_accumulation_steps", "accumulate_grad_batches",
-                                    "gradient_accumulation"),
-    "gradient_checkpointing": ("gradient_checkpointing", "activation_checkpointing", "use_gradient_checkpointing"),
-    "bf16": ("bf16",),
-    "fp16": ("fp16",),
+                                    "gradient_accumulation", "grad_accum", "accumulation_steps", "grad_accum_steps"),
+    "gradient_checkpointing": ("gradient_checkpointing", "activation_checkpointing", "use_gradient_checkpointing",
+                               "grad_checkpoint", "use_checkpoint", "recompute_activations", "checkpoint_activations"),
+    "bf16": ("bf16", "precision", "mixed_precision", "Mixed precision type"),
+    "fp16": ("fp16", "amp", "use_amp"),
     "max_seq_length": ("max_seq_length", "max_seq_len", "sequence_len", "seq_length", "cutoff_len",
-                       "model_max_length", "max_length", "block_size", "seq_len", "max_source_length"),
+                       "model_max_length", "max_length", "block_size", "seq_len", "max_source_length",
+                       "max_len", "context_length", "max_position_embeddings_used", "max_seq_len_to_capture"),
     "eval_steps": ("eval_steps", "eval_interval", "val_check_interval", "evals_per_epoch"),
     "save_steps": ("save_steps", "save_interval"),
     "zero_stage": ("zero_stage",),
     "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),
-    "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "n_gpu"),
-    "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id"),
+    "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "n_gpu", "num_gpus"),
+    "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id",
+                   "model_path", "pretrained"),
     "optimizer": ("optim", "optimizer"),
     "lora_r": ("lora_r", "lora_rank"),
     "max_steps": ("max_steps", "train_iters"),
@@ -341,6 +404,8 @@ def _config_value(key: str, raw: str):
         low = raw.lower()
         if key == "bf16" and low in ("bf16-mixed", "bf16-true", "bf16", "bfloat16"):
             return True
+        if key == "bf16" and low in ("16-mixed", "16", "fp16", "float16", "32", "32-true", "no", "fp32"):
+            return False  # precision given, and it is not bf16 (fp16 is read from its own keys)
         return _BOOL.get(low)
     if key in ("model_name", "optimizer"):
         return raw if raw.lower() not in ("none", "null") else None
@@ -414,6 +479,15 @@ MEGATRON_MEMORY = regex.compile(
     r" \| reserved: (?P<r>[\d.]+) \| max reserved: (?P<mr>[\d.]+)"
 )
 TITAN_MEMORY = regex.compile(r"\bstep:\s{0,4}(?P<step>\d+)\b.{0,200}?\bmemory:\s{0,4}(?P<mem>\d+(?:\.\d+)?)\s?(?P<unit>GiB|MiB)")
+# Hand-written and library memory prints: torch.cuda.memory_allocated()/max_memory_allocated()/memory_reserved()
+# with any unit, detectron2's max_mem, Lightning DeviceStatsMonitor keys, "Allocated memory: 12.3 GB".
+HAND_MEMORY = regex.compile(
+    r"(?P<key>max_memory_allocated|memory_allocated|max_memory_reserved|memory_reserved|max_mem|allocated_bytes\.all\.current"
+    r"|reserved_bytes\.all\.current|[Aa]llocated(?: memory| mem)?|[Rr]eserved(?: memory| mem)?|GPU mem(?:ory)?(?: used)?)"
+    r"(?:\(\))?['\"]?\s{0,3}[:=]?\s{0,3}(?P<v>\d{1,12}(?:\.\d{1,6})?(?:[eE][+-]?\d{1,2})?)\s{0,2}"
+    r"(?P<unit>[KMGT]i?B|[KMGT](?![a-zA-Z])|bytes|B\b)?"
+)
+_HAND_UNIT = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB", "bytes": "B", "B": "B"}
 HF_MEMORY = regex.compile(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d+(?:\.\d+)?)")
 
 
@@ -448,4 +522,29 @@ def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
         s = step_of(ln)
         if s is not None:
             last_step = s[0]
+        if ("mem" in text or "llocated" in text or "eserved" in text) and (sample := _hand_sample(ln, last_step, source)):
+            out.append(sample)
     return out
+
+
+def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None:
+    """A memory sample from a hand-written or library print; None unless a figure carries a unit or is bytes."""
+    got: dict[str, int] = {}
+    for m in HAND_MEMORY.finditer(ln.text):
+        unit = m["unit"]
+        raw = m["v"]
+        if unit is None:
+            if "bytes" not in m["key"] or "e" in raw.lower():
+                continue  # a bare number is only trusted as bytes from a *_bytes key
+            unit = "B"
+        try:
+            value = to_bytes(raw, _HAND_UNIT.get(unit, unit))
+        except UnitError:
+            continue
+        key = m["key"].lower()
+        field = ("max_reserved_bytes" if "reserved" in key and "max" in key else "reserved_bytes" if "reserved" in key
+                 else "max_allocated_bytes" if "max" in key else "allocated_bytes")
+        got.setdefault(field, value)
+    if not got:
+        return None
+    return MemorySample(step=step, evidence=_ev(source, ln), **got)

@@ -331,7 +331,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         detail = f.pop("detail", {}) or {}
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
         before = lines[: hit.idx]
-        step, banner_phase, banner_ev = ctx.step_and_banner(before, rank, source)
+        step, banner_phase, banner_ev, started = ctx.step_and_banner(before, rank, source)
         phase, phase_ev = "unknown", None
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
@@ -340,8 +340,11 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
         if op:
             evidence["operation"] = ctx._ev(source, op[1])
+        jit_phase = ctx.phase_from_jit(hit.text) if "jit(" in hit.text or "pmap(" in hit.text else None
         if ctx.phase_from_message(first.text):
             phase, phase_ev = "save", evidence["message"]
+        elif jit_phase and not pf:
+            phase, phase_ev = jit_phase, evidence["message"]
         elif pf and (pf[0] != "train" or not banner_phase):
             phase, phase_ev = pf[0], ctx._ev(source, pf[1])
         elif banner_phase:
@@ -352,6 +355,11 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             phase, phase_ev = "init", evidence["message"]
         elif step:  # no traceback, no banner: the last thing the log shows is training progress
             phase, phase_ev = "train", step.evidence
+        elif started:  # training started and failed before its first logged step
+            phase, phase_ev = "train", started
+        if started and step is None and phase == "train":
+            detail["first_step"] = True
+            evidence["first_step"] = started
         if step:
             evidence["step"] = step.evidence
         if phase_ev:
