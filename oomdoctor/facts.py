@@ -74,6 +74,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "requested_fraction_of_total": ("float", "requested / total"),
     "requested_over_free": ("float", "requested / free"),
     "free_covers_request": ("bool", "the device reported at least the requested bytes free, yet the allocation failed"),
+    "free_plus_slack_over_requested": ("float", "(free + reserved-but-unallocated) / requested: above 1, the memory exists but not in one piece"),
     "allowed_fraction_of_total": ("float", "per-process cap / total"),
     "other_processes_bytes": ("bytes", "sum of other processes' NVML usage (0 when NVML listed none)"),
     "other_processes_count": ("int", "other processes NVML listed on the GPU"),
@@ -106,6 +107,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "optimizer_is_adam": ("bool", "the optimizer is an Adam variant (two fp32 states per parameter unless 8-bit)"),
     "optimizer_is_8bit": ("bool", "the optimizer keeps 8-bit states"),
     "stacks_known": ("bool", "the log names at least one training stack"),
+    "context_shown": ("bool", "the log shows more than the message: a step, a phase, an operation, the run's configuration or memory over steps"),
     "activation_bytes_estimate": ("bytes", "activations of the longest micro-batch the config allows (oomdoctor.estimate)"),
     "activation_fraction_of_total": ("float", "activation_bytes_estimate / total"),
     **CONFIG_FACTS,
@@ -122,6 +124,7 @@ _DEPENDS: dict[str, tuple[str, ...]] = {
     "requested_fraction_of_total": ("requested_bytes", "total_bytes"),
     "requested_over_free": ("requested_bytes", "free_bytes"),
     "free_covers_request": ("requested_bytes", "free_bytes"),
+    "free_plus_slack_over_requested": ("free_bytes", "reserved_unallocated_bytes", "requested_bytes"),
     "allowed_fraction_of_total": ("allowed_bytes", "total_bytes"),
     "other_processes_bytes": ("other_processes",),
     "other_processes_fraction_of_total": ("other_processes", "total_bytes"),
@@ -190,6 +193,8 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "requested_fraction_of_total": _ratio(event.requested_bytes, total),
         "requested_over_free": _ratio(event.requested_bytes, free),
         "free_covers_request": None if free is None or event.requested_bytes is None else free >= event.requested_bytes,
+        "free_plus_slack_over_requested": None if None in (free, event.reserved_unallocated_bytes)
+        else _ratio(free + event.reserved_unallocated_bytes, event.requested_bytes),
         "allowed_fraction_of_total": _ratio(event.allowed_bytes, total),
         "other_processes_bytes": others,
         "other_processes_count": len(event.other_processes) if others is not None else None,
@@ -371,6 +376,9 @@ def derive(facts: ParseResult, index: int) -> Derived:
         ev["is_first_step"] = (event.evidence["first_step"],)
     _eval_banner(event, run, out, ev)
     _memory(event, run, out, ev)
+    config = set(run.config) - {"stacks"} if run else set()
+    out["context_shown"] = bool(out["step"] is not None or out["phase"] or out["operation"] or config
+                                or out["memory_samples"])
     est = _estimate(out, ev)
     missing = set(FACTS) - set(out)
     assert not missing, f"derive forgot facts: {sorted(missing)}"

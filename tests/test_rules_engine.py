@@ -111,7 +111,10 @@ def test_implausible_free_silences_rules_that_read_it() -> None:
 
 def test_unknown_facts_give_no_confident_verdict() -> None:
     found = diagnose(facts())
-    assert [g.rule for g in found] == ["gpu-oom-no-figures"] and found[0].role == "hypothesis"
+    assert all(g.role == "hypothesis" for g in found)
+    # a bare message gets the usual alternatives, each hedged, plus the figure-less catch-all
+    assert {g.rule for g in found} == {"gpu-oom-no-figures", "bare-message-batch", "bare-message-long-batch",
+                                       "bare-message-leak"}
 
 
 def test_weak_signal_is_hedged_hypothesis() -> None:
@@ -194,8 +197,9 @@ def test_expandable_on_log_never_blames_fragmentation() -> None:
 
 def test_fallback_rule_speaks_only_when_nothing_else_explains_the_event() -> None:
     unexplained = facts(kind="xpu_oom", requested_gib=4.66, total_gib=5.65)
-    assert [g.rule for g in diagnose(unexplained)] == ["device-oom-unexplained"]
-    assert diagnose(unexplained)[0].role == "hypothesis"
+    found = diagnose(unexplained)
+    assert "device-oom-unexplained" in [g.rule for g in found]  # only hedged alternatives fired otherwise
+    assert all(g.role == "hypothesis" for g in found)
     explained = facts(requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66, reserved_unallocated_gib=10,
                       reserved_gib=76)
     assert "device-oom-unexplained" not in [g.rule for g in diagnose(explained)]

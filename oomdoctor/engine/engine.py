@@ -127,8 +127,8 @@ def diagnose_event(facts: ParseResult, index: int, registry: Mapping[str, Loaded
     """Every rule over one event, ranked."""
     d = derive(facts, index)
     found = [g for loaded in registry.values() if not loaded.rule.fallback and (g := fire(loaded, d, index))]
-    if not found:  # never leave an OOM unexplained: the catch-all rules speak only now
-        found = [g for loaded in registry.values() if loaded.rule.fallback and (g := fire(loaded, d, index))]
+    if all(g.role == "hypothesis" for g in found):  # never leave an OOM unexplained: the catch-alls speak now
+        found += [g for loaded in registry.values() if loaded.rule.fallback and (g := fire(loaded, d, index))]
     return rank(found)
 
 

@@ -487,6 +487,7 @@ HAND_MEMORY = regex.compile(
     r"(?:\(\))?['\"]?\s{0,3}[:=]?\s{0,3}(?P<v>\d{1,12}(?:\.\d{1,6})?(?:[eE][+-]?\d{1,2})?)\s{0,2}"
     r"(?P<unit>[KMGT]i?B|[KMGT](?![a-zA-Z])|bytes|B\b)?"
 )
+OOM_TEXT = regex.compile(r"out of memory|Tried to allocate|OutOfMemory|OOM when allocating|RESOURCE_EXHAUSTED", regex.I)
 _HAND_UNIT = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB", "bytes": "B", "B": "B"}
 HF_MEMORY = regex.compile(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d+(?:\.\d+)?)")
 
@@ -522,7 +523,8 @@ def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
         s = step_of(ln)
         if s is not None:
             last_step = s[0]
-        if ("mem" in text or "llocated" in text or "eserved" in text) and (sample := _hand_sample(ln, last_step, source)):
+        if ("mem" in text or "llocated" in text or "eserved" in text) and not OOM_TEXT.search(text) \
+                and (sample := _hand_sample(ln, last_step, source)):
             out.append(sample)
     return out
 

@@ -1,0 +1,130 @@
+"""Calibrate rule confidences on the labelled dev corpus: per-rule precision/recall, a reliability table, a fit.
+
+Only the dev side of the split in bench/accuracy.py is used (the held-out third is never fitted on). For each
+rule: how often it fired on an established-cause log (n), how often its category was the established one
+(precision), and how many logs of its category it caught (recall). The reliability table buckets the first
+diagnosis of each log by its stated confidence and shows how often that first category was right.
+`--fit` prints, and `--apply` writes, each rule's base `confidence:` pulled toward its observed precision
+(a Beta prior centred on the current value, worth PRIOR_WEIGHT logs, so one log cannot swing a rule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import regex
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.accuracy import held_out, project_of  # noqa: E402
+from oomdoctor.engine.engine import diagnose_with  # noqa: E402
+from oomdoctor.engine.loader import load_rules  # noqa: E402
+from oomdoctor.parse import parse_files  # noqa: E402
+
+PRIOR_WEIGHT = 4  # logs' worth of trust in the hand-set confidence
+BUCKETS = (0.0, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01)
+CONFIDENCE_LINE = regex.compile(r"^confidence:\s*(?P<v>[0-9.]+)\s*$", regex.M)
+
+
+@dataclass
+class Case:
+    """One established-cause dev log: its label and what the rules said."""
+
+    name: str
+    label: str
+    fired: list[tuple[str, str, float]]  # (rule, category, confidence), best first
+
+
+def cases(fixtures: Path, registry: dict, final: bool = False) -> list[Case]:
+    """Established-cause logs of the dev side (or of the held-out side with `final`)."""
+    out = []
+    for sidecar in sorted((fixtures / "reconstructed").glob("*.yaml")):
+        meta = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
+        cause = meta.get("cause") or {}
+        log = sidecar.with_suffix(".log")
+        if not (cause.get("established") and cause.get("category") and log.exists()):
+            continue
+        if held_out(project_of(meta.get("source"))) != final:
+            continue
+        facts = parse_files([str(log)])
+        fired = [(g.rule, g.category, g.confidence) for g in diagnose_with(facts, registry)]
+        out.append(Case(sidecar.stem, cause["category"], fired))
+    return out
+
+
+def per_rule(all_cases: list[Case]) -> dict[str, tuple[int, int, int]]:
+    """rule -> (fired, right, category total)."""
+    fired: dict[str, int] = defaultdict(int)
+    right: dict[str, int] = defaultdict(int)
+    category_of: dict[str, str] = {}
+    for c in all_cases:
+        for rule, category, _ in {(r, cat, 0.0) for r, cat, _ in c.fired}:
+            fired[rule] += 1
+            right[rule] += category == c.label
+            category_of[rule] = category
+    totals: dict[str, int] = defaultdict(int)
+    for c in all_cases:
+        totals[c.label] += 1
+    return {r: (fired[r], right[r], totals[category_of[r]]) for r in fired}
+
+
+def reliability(all_cases: list[Case]) -> list[tuple[str, int, float, float]]:
+    """(bucket, logs, mean stated confidence, observed top-1 accuracy) per confidence bucket of the first diagnosis."""
+    rows = []
+    for lo, hi in zip(BUCKETS, BUCKETS[1:]):
+        inside = [c for c in all_cases if c.fired and lo <= c.fired[0][2] < hi]
+        if inside:
+            stated = sum(c.fired[0][2] for c in inside) / len(inside)
+            observed = sum(c.fired[0][1] == c.label for c in inside) / len(inside)
+            rows.append((f"[{lo:.1f}, {min(hi, 1.0):.1f})", len(inside), stated, observed))
+    return rows
+
+
+def fitted(current: float, n: int, right: int) -> float:
+    """The base confidence pulled toward the observed precision."""
+    return round((right + PRIOR_WEIGHT * current) / (n + PRIOR_WEIGHT), 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print per-rule precision/recall and the reliability table; optionally fit and write base confidences."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fixtures", type=Path, default=REPO / "fixtures")
+    ap.add_argument("--fit", action="store_true", help="print the fitted base confidence of each rule")
+    ap.add_argument("--apply", action="store_true", help="write the fitted confidences into the rule files")
+    ap.add_argument("--final", action="store_true", help="the reliability table of the held-out side (report only)")
+    args = ap.parse_args(argv)
+    registry = load_rules()
+    all_cases = cases(args.fixtures, registry, final=args.final)
+    side = "held-out" if args.final else "dev"
+    print(f"{len(all_cases)} established-cause logs ({side})\n")
+    print(f"{'rule':40} {'fired':>5} {'right':>5} {'precision':>9} {'recall':>7} {'conf':>5} {'fit':>5}")
+    stats = per_rule(all_cases)
+    changes: dict[Path, float] = {}
+    for rule_id in sorted(registry):
+        loaded = registry[rule_id]
+        n, right, total = stats.get(rule_id, (0, 0, 0))
+        prec = f"{right / n:.2f}" if n else "-"
+        rec = f"{right / total:.2f}" if total else "-"
+        fit = fitted(loaded.rule.confidence, n, right) if n else loaded.rule.confidence
+        print(f"{rule_id:40} {n:5} {right:5} {prec:>9} {rec:>7} {loaded.rule.confidence:5.2f} {fit:5.2f}")
+        if n and fit != loaded.rule.confidence:
+            changes[loaded.path] = fit
+    print(f"\n{'first diagnosis confidence':28} {'logs':>5} {'stated':>7} {'observed':>9} {'gap':>6}")
+    for bucket, n, stated, observed in reliability(all_cases):
+        print(f"{bucket:28} {n:5} {stated:7.2f} {observed:9.2f} {observed - stated:+6.2f}")
+    if args.apply and not args.final:
+        for path, value in changes.items():
+            text = path.read_text(encoding="utf-8")
+            path.write_text(CONFIDENCE_LINE.sub(f"confidence: {value}", text, count=1), encoding="utf-8")
+        print(f"\nwrote {len(changes)} rule files")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
