@@ -107,6 +107,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "optimizer_is_adam": ("bool", "the optimizer is an Adam variant (two fp32 states per parameter unless 8-bit)"),
     "optimizer_is_8bit": ("bool", "the optimizer keeps 8-bit states"),
     "stacks_known": ("bool", "the log names at least one training stack"),
+    "inference_only": ("bool", "the log shows serving or generation/evaluation and no sign of training (no step, optimizer, backward or trainer)"),
+    "data_parallel_degree": ("int", "world_size / tensor_parallel: ranks holding a replica (or a ZeRO shard)"),
     "context_shown": ("bool", "the log shows more than the message: a step, a phase, an operation, the run's configuration or memory over steps"),
     "activation_bytes_estimate": ("bytes", "activations of the longest micro-batch the config allows (oomdoctor.estimate)"),
     "activation_fraction_of_total": ("float", "activation_bytes_estimate / total"),
@@ -360,6 +362,19 @@ def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> Activ
     return est
 
 
+TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "torchtitan",
+                   "megatron")
+
+
+def _inference_only(out: dict[str, Any]) -> None:
+    trained = (out["step"] is not None or out["phase"] in ("train", "save") or out["operation"] in ("optimizer", "backward")
+               or out["per_device_train_batch_size"] is not None or any(out[f"stack_{s}"] for s in TRAINING_STACKS))
+    serving = out["phase"] in ("generate", "eval") or out["stack_vllm"] or out["kind"] == "kv_cache"
+    out["inference_only"] = False if trained else (True if serving else None)
+    world, tp = out["world_size"], out["tensor_parallel"]
+    out["data_parallel_degree"] = world // tp if isinstance(world, int) and isinstance(tp, int) and tp > 0 else None
+
+
 def derive(facts: ParseResult, index: int) -> Derived:
     """Flatten event `index` of `facts` (with its run context) into the facts named in FACTS."""
     event = facts.events[index]
@@ -376,6 +391,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
         ev["is_first_step"] = (event.evidence["first_step"],)
     _eval_banner(event, run, out, ev)
     _memory(event, run, out, ev)
+    _inference_only(out)
     config = set(run.config) - {"stacks"} if run else set()
     out["context_shown"] = bool(out["step"] is not None or out["phase"] or out["operation"] or config
                                 or out["memory_samples"])

@@ -194,28 +194,38 @@ def _lighter_opt(d: Derived) -> tuple[Changes, str | None]:
     }, "AdamW state falls from 8 to 2 bytes per trainable parameter"
 
 
+def _deepspeed_only(d: Derived, changes: Changes) -> Changes:
+    """On a DeepSpeed run the ZeRO config is the one place to change: no FSDP keys beside it."""
+    if "deepspeed" in _stacks(d):
+        for section in ("accelerate_config", "training_args", "lightning_trainer"):
+            changes.pop(section, None)
+    return changes
+
+
 def _raise_zero(d: Derived) -> tuple[Changes, str | None]:
     stage = _v(d, "zero_stage")
     new = min(3, stage + 1) if isinstance(stage, int) else 3
     world = _v(d, "world_size")
     effect = f"ZeRO {stage} → {new}: sharded state per GPU divides by {world}" if isinstance(world, int) and isinstance(stage, int) \
         else "optimizer states, gradients (and at stage 3 parameters) are split across GPUs"
-    return {
+    return _deepspeed_only(d, {
         "deepspeed_json": {"zero_optimization.stage": new},
         "accelerate_config": {"fsdp_config.fsdp_sharding_strategy": "FULL_SHARD"},
         "training_args": {"fsdp": "full_shard auto_wrap"},
         "lightning_trainer": {"strategy": "fsdp"},
-    }, effect
+    }), effect
 
 
 def _offload(d: Derived) -> tuple[Changes, str | None]:
-    return {
-        "deepspeed_json": {"zero_optimization.offload_optimizer.device": "cpu",
-                           "zero_optimization.offload_param.device": "cpu"},
+    ds: Changes = {"zero_optimization.offload_optimizer.device": "cpu"}
+    if _v(d, "zero_stage") in (3, None):  # parameter offload exists only at ZeRO stage 3
+        ds["zero_optimization.offload_param.device"] = "cpu"
+    return _deepspeed_only(d, {
+        "deepspeed_json": ds,
         "accelerate_config": {"fsdp_config.fsdp_offload_params": True},
         "training_args": {"fsdp": "full_shard offload auto_wrap"},
         "axolotl_yaml": {"deepspeed": "deepspeed_configs/zero3_bf16_cpuoffload_all.json"},
-    }, "optimizer states (and parameters) live in host RAM; steps get slower"
+    }), "optimizer states (and at ZeRO-3 parameters) live in host RAM; steps get slower"
 
 
 def _more_gpus(d: Derived) -> tuple[Changes, str | None]:
@@ -278,9 +288,13 @@ def _fewer_generations(d: Derived) -> tuple[Changes, str | None]:
 
 def _host_ram(d: Derived) -> tuple[Changes, str | None]:
     return {
-        "code": "model = AutoModelForCausalLM.from_pretrained(name, low_cpu_mem_usage=True, torch_dtype=torch.bfloat16)",
+        "training_args": {"dataloader_num_workers": 2, "dataloader_pin_memory": False, "eval_accumulation_steps": 4},
+        "loading": "model = AutoModelForCausalLM.from_pretrained(name, low_cpu_mem_usage=True, torch_dtype=torch.bfloat16)\n"
+                "state = torch.load(path, mmap=True, map_location='cpu')  # not a full copy in RAM\n"
+                "# keep metrics, not outputs: append loss.item(), never whole prediction tensors",
         "shell": "#SBATCH --mem=<more>   # or docker run --memory / --shm-size",
-    }, "peak host RAM while loading falls to about one copy of the weights"
+    }, ("fewer data-loader workers (each holds a copy of the dataset state), weights loaded once and memory-mapped, "
+        "predictions not piled up in host RAM")
 
 
 def _group_by_length(d: Derived) -> tuple[Changes, str | None]:
@@ -292,8 +306,10 @@ def _group_by_length(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _no_prealloc(d: Derived) -> tuple[Changes, str | None]:
-    return {"env": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5",
-                    "TF_FORCE_GPU_ALLOW_GROWTH": "true"}}, "the framework allocates on demand instead of grabbing most of the GPU"
+    return {"env": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}}, (
+        "the framework allocates on demand instead of grabbing 75% of the GPU up front. Both directions: when "
+        "another process shares the GPU, preallocate less (XLA_PYTHON_CLIENT_MEM_FRACTION=0.5); when this job "
+        "alone needs more, let it take more (XLA_PYTHON_CLIENT_MEM_FRACTION=0.95)")
 
 
 BUILDERS: dict[str, Builder] = {
@@ -320,9 +336,34 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 }
 
 
+# Fixes that change training: no use to a run that only serves or generates.
+TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
+                           "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak"})
+# Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
+PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
+
+
+def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
+    """The rule's fix ids fitted to the run: what is already on, or does not apply, left out; substitutes in."""
+    out: list[str] = []
+    for f in fix_ids:
+        if f in ALREADY_APPLIED and ALREADY_APPLIED[f](d):
+            continue
+        if f in TRAINING_ONLY and _v(d, "inference_only") is True:
+            continue
+        if f == "raise-zero-stage" and _v(d, "data_parallel_degree") == 1:
+            f = "more-gpus"  # pure model parallel: nothing to shard across until there are data-parallel ranks
+        if f not in out:
+            out.append(f)
+    if "eval-accumulation-steps" in out and _stacks(d) & PILING_EVAL_STACKS:
+        out.remove("eval-accumulation-steps")  # HF keeps all eval logits on the GPU: move them out first
+        out.insert(0, "eval-accumulation-steps")
+    return out
+
+
 def build_fixes(fix_ids: Sequence[str], d: Derived) -> tuple[Fix, ...]:
-    """The rule's fixes made concrete, leaving out those the log shows already applied."""
-    return tuple(build_fix(f, d) for f in fix_ids if not (f in ALREADY_APPLIED and ALREADY_APPLIED[f](d)))
+    """The rule's fixes made concrete for the run (see `fitted`)."""
+    return tuple(build_fix(f, d) for f in fitted(fix_ids, d))
 
 
 def build_fix(fix_id: str, d: Derived) -> Fix:

@@ -1,0 +1,51 @@
+"""Fixes fitted to the run: what is on or does not apply is left out; the stack decides the keys."""
+
+from __future__ import annotations
+
+from oomdoctor.facts import FACTS, Derived
+from oomdoctor.fixcatalog import build_fix, fitted
+
+
+def run(**values) -> Derived:
+    base = {name: None for name in FACTS}
+    base.update({k: False for k in FACTS if k.startswith("stack_")})
+    base.update(values)
+    return Derived(values=base, evidence={})
+
+
+def test_an_inference_only_run_gets_no_training_fixes():
+    d = run(inference_only=True)
+    assert fitted(["halve-batch", "gradient-checkpointing", "lower-gpu-memory-utilization"], d) == [
+        "lower-gpu-memory-utilization"]
+    assert fitted(["halve-batch"], run(inference_only=False)) == ["halve-batch"]
+
+
+def test_pure_model_parallel_gets_more_data_parallel_gpus_not_a_higher_zero_stage():
+    assert fitted(["raise-zero-stage", "cpu-offload"], run(data_parallel_degree=1)) == ["more-gpus", "cpu-offload"]
+    assert fitted(["raise-zero-stage"], run(data_parallel_degree=4)) == ["raise-zero-stage"]
+
+
+def test_fixes_already_on_are_left_out():
+    assert fitted(["gradient-checkpointing", "bf16-autocast"], run(gradient_checkpointing=True, mixed_precision=True)) == []
+
+
+def test_hf_eval_moves_logits_out_first():
+    ids = ["smaller-eval-batch", "eval-accumulation-steps", "eval-no-grad"]
+    assert fitted(ids, run(stack_hf_trainer=True))[0] == "eval-accumulation-steps"
+    assert fitted(ids, run(stack_lightning=True))[0] == "smaller-eval-batch"
+
+
+def test_deepspeed_run_gets_only_zero_keys_and_zero2_no_parameter_offload():
+    d = run(stack_deepspeed=True, stack_hf_trainer=True, zero_stage=2)
+    raise_zero = build_fix("raise-zero-stage", d).changes
+    assert set(raise_zero) == {"deepspeed_json"} and raise_zero["deepspeed_json"]["zero_optimization.stage"] == 3
+    offload = build_fix("cpu-offload", d).changes
+    assert set(offload) == {"deepspeed_json"}
+    assert "zero_optimization.offload_param.device" not in offload["deepspeed_json"]
+    assert "zero_optimization.offload_param.device" in build_fix("cpu-offload", run(stack_deepspeed=True, zero_stage=3)).changes["deepspeed_json"]
+
+
+def test_host_ram_fix_covers_loaders_loading_and_kept_outputs():
+    fix = build_fix("more-host-ram", run())
+    text = str(fix.changes)
+    assert "dataloader_num_workers" in text and "low_cpu_mem_usage" in text and "mmap=True" in text
