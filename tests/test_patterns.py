@@ -128,3 +128,48 @@ def test_a_code_line_quoting_the_phrase_is_not_an_oom_but_a_pasted_message_after
             "memory. Tried to allocate 250.00 MiB (GPU 1; 31.75 GiB total capacity; 30.35 GiB already allocated; "
             "209.75 MiB free; 30.55 GiB reserved in total by PyTorch)")
     assert [e.gpu_index for e in parse_text(line + "\n").events] == [1]
+
+
+TOLERANT = [
+    # a cut head, runs of whitespace, markdown emphasis and quote markers: the figures still come through
+    ("Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.50 GiB already allocated; 3.00 MiB free; "
+     "14.80 GiB reserved in total by PyTorch)", "cuda_oom", {"requested_bytes": 20 * MIB, "gpu_index": 0}),
+    ("RuntimeError: CUDA out of memory.   Tried to allocate  20.00 MiB (GPU 0;  15.78 GiB total capacity; 14.50 GiB "
+     "already allocated; 3.00 MiB free; 14.80 GiB reserved in total by PyTorch)", "cuda_oom", {"requested_bytes": 20 * MIB}),
+    ("> RuntimeError: CUDA out of memory. Tried to allocate **20.00 MiB** (GPU 0; 15.78 GiB total capacity; 14.50 GiB "
+     "already allocated; 3.00 MiB free; 14.80 GiB reserved in total by PyTorch)", "cuda_oom",
+     {"requested_bytes": 20 * MIB, "total_bytes": b("15.78", 3)}),
+    ("ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.000244GB memory on GPU 0, 14.687500GB "
+     "memory has been allocated and available memory is only 512.000000MB.", "cuda_oom",
+     {"requested_bytes": b("1.000244", 3), "allocated_bytes": b("14.6875", 3), "free_bytes": 512 * MIB, "gpu_index": 0}),
+    ("[2024-01-01 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['python', 'train.py'] exits with return code = -9",
+     "host_oom", {}),
+    ("zsh: killed: 9  python train.py", "host_oom", {}),
+]
+
+
+@pytest.mark.parametrize("line,kind,figures", TOLERANT)
+def test_tolerant_recognition(line, kind, figures):
+    (e,) = parse_text(line + "\n").events
+    assert e.kind == kind
+    for name, value in figures.items():
+        assert getattr(e, name) == value, name
+
+
+def test_another_errors_tried_to_allocate_clause_is_not_an_oom():
+    line = ("RuntimeError: Current platform can NOT allocate memory block with size larger than 4GB! Tried to allocate "
+            "6.85 GiB (GPU  0; 15.56 GiB total capacity; 0 bytes already allocated; 0 bytes reserved in total by PyTorch)")
+    assert parse_text(line + "\n").events == ()
+
+
+def test_tensorflow_not_a_failure_warning_stays_silent_and_bfc_stats_give_the_budget():
+    warn = ("W tensorflow/core/common_runtime/bfc_allocator.cc:275] Allocator (GPU_0_bfc) ran out of memory trying to "
+            "allocate 2.19GiB with freed_by_count=0. The caller indicates that this is not a failure, but may mean that "
+            "there could be performance gains if more memory were available.\n")
+    assert parse_text(warn).events == ()
+    fatal = ("W tensorflow/core/common_runtime/bfc_allocator.cc:424] Allocator (GPU_0_bfc) ran out of memory trying to "
+             "allocate 2.19GiB (rounded to 2348810240)requested by op Conv2D\n"
+             "I tensorflow/core/common_runtime/bfc_allocator.cc:1040] Stats:\n"
+             "Limit:                     10711446324\nInUse:                      9663676416\n")
+    (e,) = parse_text(fatal).events
+    assert (e.requested_bytes, e.total_bytes, e.allocated_bytes) == (2348810240, 10711446324, 9663676416)

@@ -20,7 +20,7 @@ HOST_KILL_BLOCK_LINES = 60  # torchelastic's "failed (exitcode: -9)" line and it
 _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
-    "esource exhausted", "memory limit",
+    "esource exhausted", "memory limit", "return code",
 )
 _COMPLETE = regex.compile(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \(.*pool"
@@ -85,7 +85,7 @@ def _classify(text: str) -> tuple[str, regex.Match[str] | None, str] | None:
         for name in ("CACHING_2_1", "CACHING_1_4", "CACHING_1_0"):
             m = getattr(P, name).search(text)
             if m:
-                return _DEVICE_KIND[m["device"]], m, name
+                return _DEVICE_KIND[m["device"] or "CUDA"], m, name
         m = P.CACHING_ANY.search(text)
         if m:
             return _DEVICE_KIND[m["device"]], m, "CACHING_ANY"
@@ -105,10 +105,16 @@ def _classify(text: str) -> tuple[str, regex.Match[str] | None, str] | None:
             return "cuda_oom", None, "THC_PRE_1_0"
         if P.CUDA_ERROR_STRICT.search(text):
             return "cuda_error", None, "CUDA_ERROR"
+    if "Out of memory error on GPU" in text:
+        m = P.PADDLE.search(text)
+        if m:
+            return "cuda_oom", m, "PADDLE"
     if "ALLOC_FAILED" in text:
         m = P.CUBLAS.search(text)
         if m:
             return "cublas", m, "CUBLAS"
+    if P.TF_NOT_A_FAILURE.search(text):
+        return None
     if "RESOURCE_EXHAUSTED" in text or "esource exhausted" in text or "ran out of memory" in text or "Ran out of memory" in text:
         for name in ("XLA_BYTES", "XLA_HBM", "BFC_RAN_OUT"):
             m = getattr(P, name).search(text)
@@ -161,6 +167,9 @@ def _figures(kind: str, m: regex.Match[str] | None, pattern: str, text: str) -> 
             f["reserved_unallocated_bytes"] = _size(m, "unallocated")
             f["reserved_bytes"] = f["allocated_bytes"] + f["reserved_unallocated_bytes"]
             _processes(f, m["procs"])
+    elif pattern == "PADDLE":
+        f.update(requested_bytes=_size(m, "requested"), allocated_bytes=_size(m, "allocated"), free_bytes=_size(m, "free"),
+                 gpu_index=int(m["gpu"]))
     elif pattern == "MPS":
         f.update(requested_bytes=_size(m, "requested"), allocated_bytes=_size(m, "allocated"),
                  total_bytes=_size(m, "total"), detail={"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]})
@@ -251,6 +260,32 @@ def _era(pattern: str, m: regex.Match[str] | None, text: str) -> str | None:
     return None
 
 
+_SQUEEZE = regex.compile(r"[ \t]{2,}|[*`]+|(?<=\s)> ")  # whitespace runs, markdown emphasis, quote markers
+
+
+def _squeeze(text: str, offsets: list[int]) -> tuple[str, list[int]]:
+    """The text with whitespace runs, markdown emphasis and quote markers removed, and line offsets moved along."""
+    out: list[str] = []
+    kept_before: list[tuple[int, int]] = []  # (original offset, squeezed offset) at each cut
+    pos = 0
+    squeezed = 0
+    for m in _SQUEEZE.finditer(text):
+        out.append(text[pos:m.start()])
+        squeezed += m.start() - pos
+        repl = " " if m.group().startswith((" ", "\t")) else ""
+        out.append(repl)
+        squeezed += len(repl)
+        pos = m.end()
+        kept_before.append((pos, squeezed))
+    out.append(text[pos:])
+
+    def moved(o: int) -> int:
+        prior = [(orig, sq) for orig, sq in kept_before if orig <= o]
+        return o if not prior else prior[-1][1] + (o - prior[-1][0])
+
+    return "".join(out), [moved(o) for o in offsets]
+
+
 def _key(kind: str, text: str, m: regex.Match[str] | None) -> str:
     core = m.group(0) if m is not None else text
     return kind + "|" + regex.sub(r"\s+", " ", core).strip()[:400]
@@ -279,6 +314,11 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
             if _full(c):
                 break
         c, text, end, offsets = best
+        if not _full(c) and _SQUEEZE.search(text[:16384]):  # spaced-out or markdown-decorated message
+            sq, sq_offsets = _squeeze(text[:16384], offsets)
+            c2 = _classify(sq)
+            if _full(c2) or (c is None and c2 is not None):
+                c, text, offsets = c2, sq, sq_offsets
         if c is None and end > i:
             c = _classify(t)
             text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
@@ -373,6 +413,8 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
                 if cm:
                     f["requested_bytes"] = int(cm["requested"])
                     break
+        if hit.kind in ("tf_oom", "xla_oom") and f.get("total_bytes") is None:
+            _bfc_stats(lines, hit.idx, f)
         fatal = detail.pop("fatal", True)
         ev = OOMEvent(
             kind=hit.kind, source=source, line=first.number, end_line=lines[hit.end].number, rank=rank,
@@ -392,6 +434,18 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
     if run_ctx.torch_version:
         events = [e.model_copy(update={"torch_version": run_ctx.torch_version.value}) for e in events]
     return events, run_ctx
+
+
+def _bfc_stats(lines: Sequence[Line], end: int, f: dict) -> None:
+    """TensorFlow's BFC allocator prints its stats table after the failure: Limit is the device budget."""
+    for ln in lines[end + 1 : end + 400]:
+        m = P.BFC_STAT.match(ln.text)
+        if m and m["key"] == "Limit":
+            f["total_bytes"] = int(m["value"])
+        elif m and m["key"] == "InUse" and f.get("allocated_bytes") is None:
+            f["allocated_bytes"] = int(m["value"])
+        if f.get("total_bytes") is not None and f.get("allocated_bytes") is not None:
+            return
 
 
 def _first_value(lines: Sequence[Line], source: str, pat: regex.Pattern[str], group: str) -> Value | None:
