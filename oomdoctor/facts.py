@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oomdoctor.estimate import ActivationEstimate, activations
+from oomdoctor.units import IMPLAUSIBLE_BYTES
 from oomdoctor.parse.model import Evidence, ParseResult, MemorySample, OOMEvent, RunContext
 from oomdoctor.modelshapes import shape_of
 
@@ -49,7 +50,9 @@ FACTS: dict[str, tuple[FactType, str]] = {
     # the event as printed
     "kind": ("str", "event kind: cuda_oom, cuda_error, cublas, nccl, hip_oom, mps_oom, xpu_oom, xla_oom, tf_oom, host_oom, kv_cache"),
     "phase": ("str", "train, eval, generate, save, init or unknown"),
-    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward or kv_cache (allocating a key/value cache)"),
+    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward, kv_cache (allocating a key/value cache) or attention (computing attention scores)"),
+    "request_absurd": ("bool", "the request is at least 8x the device (or over 1 PiB): a shape or size bug, not a memory limit"),
+    "allocated_exceeds_total": ("bool", "PyTorch holds more than the device has: the driver spills into system memory (Windows WDDM)"),
     "step": ("int", "training step at failure"),
     "rank": ("int", "distributed rank of the failing process"),
     "gpu_index": ("int", "GPU index printed in the message"),
@@ -206,6 +209,9 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "outside_pytorch_bytes": None if None in (total, free, reserved) else total - free - reserved,
     })
     out["outside_pytorch_fraction"] = _ratio(out["outside_pytorch_bytes"], total)
+    req, alloc = event.requested_bytes, event.allocated_bytes
+    out["request_absurd"] = None if req is None else (req >= IMPLAUSIBLE_BYTES or (total is not None and req >= 8 * total))
+    out["allocated_exceeds_total"] = None if None in (alloc, total) else alloc > total
     out["non_pytorch_fraction_of_total"] = _ratio(out["non_pytorch_bytes"], total)
     for name in _DEPENDS:
         ev[name] = line

@@ -113,3 +113,12 @@ def test_hand_written_memory_prints_become_samples():
     assert [(s.step, s.allocated_bytes, s.max_allocated_bytes) for s in got] == [
         (1, int(10.5 * 2**30), 12 * 2**30), (2, int(11.5 * 2**30), None), (3, 13000000000, None),
         (40, None, 10234 * 2**20)]
+
+
+def test_attention_scores_are_recognised_as_the_operation():
+    tb = ('Traceback (most recent call last):\n  File "model.py", line 40, in forward\n'
+          '    attn_weights = torch.matmul(query, key.transpose(2, 3)) / math.sqrt(self.head_dim)\n' + MSG)
+    assert one(tb).operation == "attention"
+    tb = ('Traceback (most recent call last):\n  File "/site-packages/transformers/integrations/sdpa_attention.py", line 9, '
+          'in sdpa_attention_forward\n    out = fn(q, k, v)\n' + MSG)
+    assert one(tb).operation == "attention"

@@ -247,6 +247,14 @@ KV_STATEMENT = regex.compile(
 )
 
 
+# The failing statement or innermost frame computes attention scores (batch × heads × seq² of them).
+ATTENTION_STATEMENT = regex.compile(
+    r"softmax\(|scaled_dot_product_attention|torch\.(?:bmm|matmul|baddbmm)\([^)]{0,80}(?:key|k)\b|@\s?(?:key|k)\.transpose"
+    r"|\battn_weights\s?=|\battention_scores\s?=|\bscores\s?=\s?torch\.(?:matmul|bmm)"
+)
+ATTENTION_FUNCS = regex.compile(r"(?:^|_)(?:attn|attention)(?:_|$)|^_?(?:eager|sdpa|math)_attention|^_scaled_dot_product", regex.I)
+
+
 def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line | None:
     """The code line printed just above the error (the statement that raised), if the log shows one."""
     for i in range(idx - 1, max(-1, idx - 4), -1):
@@ -261,10 +269,14 @@ def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line
 
 
 def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> tuple[str, Line] | None:
-    """What was running: a KV-cache allocation (from the failing statement), else the innermost recognised
-    frame's optimizer (its step or its state set-up) or backward."""
+    """What was running: a KV-cache allocation or attention scores (from the failing statement or the innermost
+    frame), else the innermost recognised frame's optimizer (its step or its state set-up) or backward."""
     if statement is not None and KV_STATEMENT.search(statement.text):
         return "kv_cache", statement
+    if statement is not None and ATTENTION_STATEMENT.search(statement.text):
+        return "attention", statement
+    if frames and ATTENTION_FUNCS.search(frames[-1][0].rsplit(".", 1)[-1]):
+        return "attention", frames[-1][1]
     for func, ln in reversed(frames):
         name = func.rsplit(".", 1)[-1]
         if name in OPTIMIZER_FUNCS or OPTIMIZER_PACKAGE.search(ln.text) \
