@@ -51,6 +51,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "kind": ("str", "event kind: cuda_oom, cuda_error, cublas, nccl, hip_oom, mps_oom, xpu_oom, xla_oom, tf_oom, host_oom, kv_cache"),
     "phase": ("str", "train, eval, generate, save, init or unknown"),
     "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward, kv_cache (allocating a key/value cache) or attention (computing attention scores)"),
+    "progress_after_oom": ("bool", "a training counter kept advancing after this OOM was raised: another run writes to the same output"),
     "request_absurd": ("bool", "the request is at least 8x the device (or over 1 PiB): a shape or size bug, not a memory limit"),
     "allocated_exceeds_total": ("bool", "PyTorch holds more than the device has: the driver spills into system memory (Windows WDDM)"),
     "step": ("int", "training step at failure"),
@@ -398,6 +399,9 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _eval_banner(event, run, out, ev)
     _memory(event, run, out, ev)
     _inference_only(out)
+    out["progress_after_oom"] = bool(event.detail.get("progress_after"))
+    if out["progress_after_oom"]:
+        ev["progress_after_oom"] = (event.evidence["progress_after"],)
     config = set(run.config) - {"stacks"} if run else set()
     out["context_shown"] = bool(out["step"] is not None or out["phase"] or out["operation"] or config
                                 or out["memory_samples"])

@@ -182,6 +182,28 @@ def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> Pr
     return Progress(step, None, None, None)
 
 
+PROGRESS_AFTER_MIN = 3  # advancing step lines after a raised OOM before another run is suspected
+
+
+def progress_after(lines: Sequence[Line], end: int, rank: int | None, step: int | None) -> Line | None:
+    """The line where a training counter, still advancing after a raised OOM, shows another run in the same
+    output (a restarted counter is a retry, not a second run); None when there is none."""
+    last = step
+    seen = 0
+    for ln in lines[end + 1 : end + 2000]:
+        if not _same_rank(ln, rank):
+            continue
+        s = step_of(ln)
+        if s is None:
+            continue
+        if last is not None and s[0] <= last:
+            return None
+        last, seen = s[0], seen + 1
+        if seen >= PROGRESS_AFTER_MIN:
+            return ln
+    return None
+
+
 def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 600) -> list[tuple[str, Line]]:
     """Function names of the traceback frames leading to lines[idx] (same rank), innermost last."""
     out: list[tuple[str, Line]] = []

@@ -413,6 +413,9 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
                 if cm:
                     f["requested_bytes"] = int(cm["requested"])
                     break
+        if frames and (later := ctx.progress_after(lines, hit.end, rank, step.value if step else None)):
+            detail["progress_after"] = True  # raised, yet a training counter went on: another run writes here
+            evidence["progress_after"] = ctx._ev(source, later)
         if hit.kind in ("tf_oom", "xla_oom") and f.get("total_bytes") is None:
             _bfc_stats(lines, hit.idx, f)
         fatal = detail.pop("fatal", True)
