@@ -7,7 +7,7 @@ from typing import Any
 
 from oomdoctor.facts import Derived
 from oomdoctor.diagnosis import Fix
-from oomdoctor.fixids import FIX_IDS, VERIFIABLE
+from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
 from oomdoctor.units import MIB, format_bytes
 
 Changes = dict[str, Any]
@@ -176,13 +176,12 @@ def _expandable(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _max_split(d: Derived) -> tuple[Changes, str | None]:
-    req = _v(d, "requested_bytes") or 0
-    mb = 512 if req >= 512 * MIB else 128
+    mb = max_split_size_mb(_v(d, "requested_bytes"))
     return _alloc_env(d, f"max_split_size_mb:{mb}"), f"blocks over {mb} MiB are never split, so large requests find whole blocks"
 
 
 def _gc_threshold(d: Derived) -> tuple[Changes, str | None]:
-    return _alloc_env(d, "garbage_collection_threshold:0.8"), "cached blocks are reclaimed before the cache fills"
+    return _alloc_env(d, f"garbage_collection_threshold:{GC_THRESHOLD}"), "cached blocks are reclaimed before the cache fills"
 
 
 def _lighter_opt(d: Derived) -> tuple[Changes, str | None]:

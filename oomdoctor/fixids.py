@@ -35,3 +35,15 @@ VERIFIABLE: frozenset[str] = frozenset({
     "shorter-max-seq", "expandable-segments", "max-split-size", "gc-threshold", "lighter-optimizer",
     "raise-zero-stage", "cpu-offload", "more-gpus", "fused-cross-entropy",
 })
+
+
+# Parameters of the allocator fixes: one definition for diagnose's advice and verify's replay.
+GC_THRESHOLD = 0.6  # reclaim cached blocks once 60% of the allowed memory is in use (PyTorch's documented example)
+MAX_SPLIT_SIZE_MB_LARGE = 512  # requests of 512 MiB and more: never split blocks above this size
+MAX_SPLIT_SIZE_MB_SMALL = 128  # smaller requests: a lower cap keeps more whole blocks for them
+
+
+def max_split_size_mb(requested_bytes: int | None) -> int:
+    """max_split_size_mb for a failing request of this size (the larger cap when the size is unknown)."""
+    small = requested_bytes is not None and requested_bytes < MAX_SPLIT_SIZE_MB_LARGE * 2**20
+    return MAX_SPLIT_SIZE_MB_SMALL if small else MAX_SPLIT_SIZE_MB_LARGE

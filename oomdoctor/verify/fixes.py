@@ -9,11 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from oomdoctor.fixids import FIX_IDS, VERIFIABLE
+from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
 from oomdoctor.verify.allocator import AllocConf
 
-MAX_SPLIT_MB = 512
-GC_THRESHOLD = 0.6
 
 
 class NotApplicable(Exception):
@@ -106,7 +104,7 @@ def expandable_segments(v: Variant, phase: str) -> Variant:
 
 
 def max_split_size(v: Variant, phase: str) -> Variant:
-    return _conf(v, max_split_size=MAX_SPLIT_MB * 1024 * 1024)
+    return _conf(v, max_split_size=max_split_size_mb(None) * 1024 * 1024)
 
 
 def gc_threshold(v: Variant, phase: str) -> Variant:
