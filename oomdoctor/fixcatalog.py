@@ -8,7 +8,7 @@ from typing import Any
 from oomdoctor.facts import Derived
 from oomdoctor.diagnosis import Fix
 from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
-from oomdoctor.units import MIB, format_bytes
+from oomdoctor.units import format_bytes
 
 Changes = dict[str, Any]
 Builder = Callable[[Derived], tuple[Changes, str | None]]
