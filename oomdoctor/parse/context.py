@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -12,40 +13,40 @@ from oomdoctor.parse.normalize import Line
 from oomdoctor.units import UnitError, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
-TQDM = regex.compile(r"(?P<pct>\d{1,3})%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)\s{0,4}\[")
-LIGHTNING = regex.compile(r"^Epoch (?P<epoch>\d+):\s{0,4}\d{1,3}%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d+)/(?P<total>\d+)")
+TQDM = regex.compile(r"(?P<pct>\d{1,3})%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[")
+LIGHTNING = regex.compile(r"^Epoch (?P<epoch>\d{1,20}):\s{0,4}\d{1,3}%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})")
 STEP_PATTERNS = (
-    regex.compile(r"\bEpoch:?\s{0,2}\[\d+\]\s{0,2}\[\s{0,6}(?P<n>\d+)/\d+\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
-    regex.compile(r"\bEpoch\(train\)\s{0,3}\[\d+\]\s{0,3}\[\s{0,6}(?P<n>\d+)/\d+\]"),  # mmengine, epoch-based
-    regex.compile(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d+)/\d+\]"),  # mmengine, iteration-based
-    regex.compile(r"^\s{0,4}\[\s{0,4}\d+,\s{0,8}(?P<n>\d+)(?:/\d+)?\]"),  # [epoch, iter] / [epoch, iter/total]
-    regex.compile(r"\bstep=(?P<n>\d+)\b"),  # DeepSpeed log_dist
-    regex.compile(r"\biteration\s{1,12}(?P<n>\d+)\s{0,4}/\s{0,12}\d+"),  # Megatron
-    regex.compile(r"\biter:\s{0,4}(?P<n>\d+)\b"),  # detectron2 metric lines
-    regex.compile(r"[Ss]tarting training from iteration (?P<n>\d+)"),  # detectron2
-    regex.compile(r"\bstep:\s{0,4}(?P<n>\d+)\b"),  # torchtitan; YAML-ish "step: 12" in any indentation
-    regex.compile(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d+)"),  # {'step': 50}
-    regex.compile(r"\bSteps:\s{0,2}(?P<n>\d+)\b"),
-    regex.compile(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d+)(?:\s{0,2}/\s{0,2}\d+)?\b(?![.%])"),
-    regex.compile(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d+)\s{0,2}/\s{0,2}\d+\b"),  # Iter 120/500
-    regex.compile(r"^\s{0,4}(?P<n>\d+)/\d+ \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
+    regex.compile(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
+    regex.compile(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
+    regex.compile(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, iteration-based
+    regex.compile(r"^\s{0,4}\[\s{0,4}\d{1,20},\s{0,8}(?P<n>\d{1,20})(?:/\d{1,20})?\]"),  # [epoch, iter] / [epoch, iter/total]
+    regex.compile(r"\bstep=(?P<n>\d{1,20})\b"),  # DeepSpeed log_dist
+    regex.compile(r"\biteration\s{1,12}(?P<n>\d{1,20})\s{0,4}/\s{0,12}\d{1,20}"),  # Megatron
+    regex.compile(r"\biter:\s{0,4}(?P<n>\d{1,20})\b"),  # detectron2 metric lines
+    regex.compile(r"[Ss]tarting training from iteration (?P<n>\d{1,20})"),  # detectron2
+    regex.compile(r"\bstep:\s{0,4}(?P<n>\d{1,20})\b"),  # torchtitan; YAML-ish "step: 12" in any indentation
+    regex.compile(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d{1,20})"),  # {'step': 50}
+    regex.compile(r"\bSteps:\s{0,2}(?P<n>\d{1,20})\b"),
+    regex.compile(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})(?:\s{0,2}/\s{0,2}\d{1,20})?\b(?![.%])"),
+    regex.compile(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})\s{0,2}/\s{0,2}\d{1,20}\b"),  # Iter 120/500
+    regex.compile(r"^\s{0,4}(?P<n>\d{1,20})/\d{1,20} \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
 )
 # A progress indicator or banner that names an evaluation loop: HF/Lightning/detectron2/mmengine/tqdm.
 EVAL_BANNER = regex.compile(
     r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
-    r"|Inference done \d+/\d+|Start inference on \d+ (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
+    r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
     r"\b[^|\n%]{0,60}?\d{1,3}%\|"
 )
-SAVE_BANNER = regex.compile(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d+\] Saving|saving checkpoint at iteration"
+SAVE_BANNER = regex.compile(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights")
 TRAIN_BANNER = regex.compile(
     r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining started\b"
     r"|[Ss]tarting training from iteration|\bStart training\b"
 )
 FRAME = regex.compile(
-    r'^\s*File "(?P<file>[^"]{1,400})", line \d+, in (?P<func>[\w<>.]+)'  # CPython
+    r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func>[\w<>.]+)'  # CPython
     r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab
 )
 
@@ -128,80 +129,99 @@ class Progress(NamedTuple):
     started: Evidence | None
 
 
-def step_and_banner(before: Sequence[Line], rank: int | None, source: str) -> Progress:
-    """The training step at the failure and the phase an eval/save banner implies, scanning back.
+class Step(NamedTuple):
+    """A step counter read from one line."""
+
+    idx: int
+    n: int
+    total: int | None
+    bar: bool
+
+
+class Markers:
+    """Step lines and banners of one source, read once, so each event finds its context by position
+    (bisect) instead of rescanning the log: the cost per event does not grow with the log."""
+
+    def __init__(self, lines: Sequence[Line]):
+        self.lines = lines
+        self.steps: list[Step] = []
+        self.banners: list[tuple[int, str]] = []  # (index, eval | save | init | train), one per line, by precedence
+        for i, ln in enumerate(lines):
+            text = ln.text
+            s = step_of(ln)
+            if s is not None:
+                self.steps.append(Step(i, s[0], s[1], s[2]))
+            kind = _banner_kind(text, s is not None)
+            if kind:
+                self.banners.append((i, kind))
+        self._by_rank: dict[int | None, tuple[list[int], list[tuple[int, str]], list[int], list[Step]]] = {}
+
+    def for_rank(self, rank: int | None) -> tuple[list[int], list[tuple[int, str]], list[int], list[Step]]:
+        """(banner indexes, banners, step indexes, steps) visible from `rank` (unranked lines count for all)."""
+        if rank not in self._by_rank:
+            banners = [b for b in self.banners if _same_rank(self.lines[b[0]], rank)]
+            steps = [s for s in self.steps if _same_rank(self.lines[s.idx], rank)]
+            self._by_rank[rank] = ([b[0] for b in banners], banners, [s.idx for s in steps], steps)
+        return self._by_rank[rank]
+
+
+def _banner_kind(text: str, has_step: bool) -> str | None:
+    if EVAL_BANNER.search(text) and not LIGHTNING.search(text):
+        return "eval"
+    if SAVE_BANNER.search(text):
+        return "save"
+    if not has_step and INIT_BANNER.search(text):
+        return "init"
+    if TRAIN_BANNER.search(text):
+        return "train"
+    return None
+
+
+def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -> Progress:
+    """The training step at the failure on lines[idx] and the phase an eval/save banner implies.
 
     Progress bars printed after an evaluation banner belong to the evaluation loop, unless their total
     is the training bar's total (training resumed); the step is then the last training bar's count.
     A banner goes stale at the next marker: a training start or a training step line after it.
     """
-    banner: tuple[str, int] | None = None
-    started: int | None = None
-    for i in range(len(before) - 1, -1, -1):
-        ln = before[i]
-        if not _same_rank(ln, rank):
-            continue
-        if EVAL_BANNER.search(ln.text) and not LIGHTNING.search(ln.text):
-            banner = ("eval", i)
-            break
-        if SAVE_BANNER.search(ln.text):
-            banner = ("save", i)
-            break
-        if INIT_BANNER.search(ln.text) and not step_of(ln):
-            banner = ("init", i)
-            break
-        if TRAIN_BANNER.search(ln.text):
-            started = i
-            break
-    train_total: int | None = None
-    start = banner[1] if banner else len(before)
-    step: Value | None = None
-    for i in range(start - 1, -1, -1):  # the last step before the banner (or the failure)
-        ln = before[i]
-        if not _same_rank(ln, rank):
-            continue
-        s = step_of(ln)
-        if s:
-            step, train_total = Value(value=s[0], evidence=_ev(source, ln)), s[1]
-            break
+    lines = markers.lines
+    b_idx, banners, s_idx, steps = markers.for_rank(rank)
+    k = bisect_left(b_idx, idx) - 1
+    nearest = banners[k] if k >= 0 else None
+    banner = nearest if nearest and nearest[1] != "train" else None
+    started = nearest[0] if nearest and nearest[1] == "train" else None
+    limit = banner[0] if banner else idx
+    j = bisect_left(s_idx, limit) - 1
+    step = Value(value=steps[j].n, evidence=_ev(source, lines[steps[j].idx])) if j >= 0 else None
+    train_total = steps[j].total if j >= 0 else None
     if banner:
-        resumed = None
-        for ln in before[banner[1] + 1 :]:
-            s = step_of(ln)
-            if s and _same_rank(ln, rank) and (not s[2] or (train_total is not None and s[1] == train_total)):
-                resumed = (s, ln)
-            elif TRAIN_BANNER.search(ln.text) and _same_rank(ln, rank):
-                resumed = None  # a new training run started after the banner: the banner is history
-                return Progress(None, None, None, _ev(source, ln))
-        if resumed:  # training went on after the banner: the banner is history
-            return Progress(Value(value=resumed[0][0], evidence=_ev(source, resumed[1])), None, None, None)
-        return Progress(step, banner[0], _ev(source, before[banner[1]]), None)
+        lo, hi = bisect_right(s_idx, banner[0]), bisect_left(s_idx, idx)
+        for s in reversed(steps[lo:hi]):  # the latest training step after the banner: training went on
+            if not s.bar or (train_total is not None and s.total == train_total):
+                return Progress(Value(value=s.n, evidence=_ev(source, lines[s.idx])), None, None, None)
+        return Progress(step, banner[1], _ev(source, lines[banner[0]]), None)
     if started is not None:
-        after = [ln for ln in before[started + 1 :] if _same_rank(ln, rank) and step_of(ln)]
-        return Progress(step if after else None, None, None, None if after else _ev(source, before[started]))
+        after = bisect_left(s_idx, idx) - bisect_right(s_idx, started) > 0
+        return Progress(step if after else None, None, None, None if after else _ev(source, lines[started]))
     return Progress(step, None, None, None)
 
 
 PROGRESS_AFTER_MIN = 3  # advancing step lines after a raised OOM before another run is suspected
 
 
-def progress_after(lines: Sequence[Line], end: int, rank: int | None, step: int | None) -> Line | None:
+def progress_after(markers: Markers, end: int, rank: int | None, step: int | None) -> Line | None:
     """The line where a training counter, still advancing after a raised OOM, shows another run in the same
     output (a restarted counter is a retry, not a second run); None when there is none."""
+    _, _, s_idx, steps = markers.for_rank(rank)
     last = step
-    seen = 0
-    for ln in lines[end + 1 : end + 2000]:
-        if not _same_rank(ln, rank):
-            continue
-        s = step_of(ln)
-        if s is None:
-            continue
-        if last is not None and s[0] <= last:
+    later = steps[bisect_right(s_idx, end):][:PROGRESS_AFTER_MIN]
+    if len(later) < PROGRESS_AFTER_MIN:
+        return None
+    for s in later:
+        if last is not None and s.n <= last:
             return None
-        last, seen = s[0], seen + 1
-        if seen >= PROGRESS_AFTER_MIN:
-            return ln
-    return None
+        last = s.n
+    return markers.lines[later[-1].idx]
 
 
 def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 600) -> list[tuple[str, Line]]:
@@ -396,7 +416,7 @@ CONFIG_KV = regex.compile(
 PEFT_PARAMS = regex.compile(r"trainable params: (?P<trainable>\d[\d,]{0,20}) \|\| all params: (?P<total>\d[\d,]{0,20})")
 HF_PARAMS = regex.compile(r"Number of trainable parameters = (?P<trainable>\d[\d,]{0,20})")
 LIGHTNING_PARAMS = regex.compile(r"^\s{0,8}(?P<n>\d{1,4}(?:\.\d{1,3})?) (?P<unit>[KMBT]) {1,10}(?P<what>Trainable|Total) params")
-MEGATRON_PARAMS = regex.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d+, \d+\): (?P<total>\d{1,15})")
+MEGATRON_PARAMS = regex.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d{1,20}, \d{1,20}\): (?P<total>\d{1,15})")
 _COUNT_UNIT = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 ZERO_STAGE = regex.compile(r"['\"]?(?:zero_optimization['\"]?:\s{0,3}\{[^}]{0,200}?['\"]stage['\"]:\s{0,3}|ZeRO[ -][Ss]tage\s{0,3}|zero[_ ]stage['\"]?\s{0,3}[:=]\s{0,3})(?P<stage>[0-3])\b")
 OFFLOAD = regex.compile(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
@@ -506,13 +526,13 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
 
 # ---- per-step memory ---------------------------------------------------------------------------------
 DS_MEMORY = regex.compile(
-    r"MA (?P<ma>\d+(?:\.\d+)?) GB\s+Max_MA (?P<maxma>\d+(?:\.\d+)?) GB\s+CA (?P<ca>\d+(?:\.\d+)?) GB\s+Max_CA (?P<maxca>\d+(?:\.\d+)?) GB"
+    r"MA (?P<ma>\d{1,20}(?:\.\d{1,20})?) GB\s+Max_MA (?P<maxma>\d{1,20}(?:\.\d{1,20})?) GB\s+CA (?P<ca>\d{1,20}(?:\.\d{1,20})?) GB\s+Max_CA (?P<maxca>\d{1,20}(?:\.\d{1,20})?) GB"
 )
 MEGATRON_MEMORY = regex.compile(
-    r"\(after (?P<step>\d+) iterations\) memory \(MB\) \| allocated: (?P<a>[\d.]+) \| max allocated: (?P<ma>[\d.]+)"
+    r"\(after (?P<step>\d{1,20}) iterations\) memory \(MB\) \| allocated: (?P<a>[\d.]+) \| max allocated: (?P<ma>[\d.]+)"
     r" \| reserved: (?P<r>[\d.]+) \| max reserved: (?P<mr>[\d.]+)"
 )
-TITAN_MEMORY = regex.compile(r"\bstep:\s{0,4}(?P<step>\d+)\b.{0,200}?\bmemory:\s{0,4}(?P<mem>\d+(?:\.\d+)?)\s?(?P<unit>GiB|MiB)")
+TITAN_MEMORY = regex.compile(r"\bstep:\s{0,4}(?P<step>\d{1,20})\b.{0,200}?\bmemory:\s{0,4}(?P<mem>\d{1,20}(?:\.\d{1,20})?)\s?(?P<unit>GiB|MiB)")
 # Hand-written and library memory prints: torch.cuda.memory_allocated()/max_memory_allocated()/memory_reserved()
 # with any unit, detectron2's max_mem, Lightning DeviceStatsMonitor keys, "Allocated memory: 12.3 GB".
 HAND_MEMORY = regex.compile(
@@ -523,7 +543,7 @@ HAND_MEMORY = regex.compile(
 )
 OOM_TEXT = regex.compile(r"out of memory|Tried to allocate|OutOfMemory|OOM when allocating|RESOURCE_EXHAUSTED", regex.I)
 _HAND_UNIT = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB", "bytes": "B", "B": "B"}
-HF_MEMORY = regex.compile(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d+(?:\.\d+)?)")
+HF_MEMORY = regex.compile(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d{1,20}(?:\.\d{1,20})?)")
 
 
 def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:

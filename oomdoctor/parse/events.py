@@ -29,7 +29,7 @@ _NEW_RECORD = regex.compile(r"^\s*(?:Traceback|File \"|During handling|The above
 _TF_DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
               "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1}
 _DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom", "GCU": "cuda_oom"}
-_GPU_INDEX = regex.compile(r"device:GPU:(?P<i>\d+)|\bGPU[_ ](?P<j>\d+)_bfc|\[(?P<k>\d+)\] \S+ NCCL WARN")
+_GPU_INDEX = regex.compile(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
 _RUN_START = regex.compile(r"\*{5} Running training \*{5}|Loading checkpoint shards:\s+0%|torch\.distributed\.run|Setting ds_accelerator")
 _PROCESS_SELF_MARGIN = 4 * GIB
 
@@ -291,8 +291,13 @@ def _key(kind: str, text: str, m: regex.Match[str] | None) -> str:
     return kind + "|" + regex.sub(r"\s+", " ", core).strip()[:400]
 
 
+MEMO_ENTRIES = 256  # distinct one-line messages remembered while scanning one source
+
+
 def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
+    """Every OOM message in the lines: where it starts and ends, its kind, its match."""
     hits: list[_Hit] = []
+    memo: dict[str, tuple[str, regex.Match[str] | None, str] | None] = {}
     i = 0
     while i < len(lines):
         t = lines[i].text
@@ -306,7 +311,9 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
         best = None
-        for mode in ("auto", "space", "tight"):
+        if t in memo:  # the same one-line message again (a flood of identical lines): classify it once
+            best = (memo[t], t, i, [0])
+        for mode in ("auto", "space", "tight") if best is None else ():
             text, end, offsets = _assemble(lines, i, mode)
             c = _classify(text)
             if best is None or (_full(c) and not _full(best[0])):
@@ -314,6 +321,10 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
             if _full(c):
                 break
         c, text, end, offsets = best
+        if end == i and _full(c) and text == t:
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            memo[t] = c
         if not _full(c) and _SQUEEZE.search(text[:16384]):  # spaced-out or markdown-decorated message
             sq, sq_offsets = _squeeze(text[:16384], offsets)
             c2 = _classify(sq)
@@ -348,13 +359,20 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
     run = 0
     last_line_idx = -1
     run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)]
-    for hit in _find_hits(lines):
+    hits = _find_hits(lines)
+    figures_of: dict[str, dict] = {}
+    markers = ctx.Markers(lines if hits else ())
+    for hit in hits:
         first = lines[hit.idx]
         if any(last_line_idx < k < hit.idx for k in run_starts) and events:
             run += 1
         last_line_idx = hit.idx
         rank = first.rank
-        f = _figures(hit.kind, hit.match, hit.pattern, hit.text)
+        if hit.text not in figures_of:  # a repeated message is read once
+            if len(figures_of) >= MEMO_ENTRIES:
+                figures_of.clear()
+            figures_of[hit.text] = _figures(hit.kind, hit.match, hit.pattern, hit.text)
+        f = dict(figures_of[hit.text])
         figures = tuple((k, v) for k, v in sorted(f.items()) if k.endswith("_bytes") and v is not None)
         key = f"{run}|{rank}|{f.get('gpu_index')}|" + ("THC" if hit.pattern == "THC_PRE_1_0"
                                   else f"{hit.kind}|{figures}" if figures else _key(hit.kind, hit.text, hit.match))
@@ -368,10 +386,9 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
                 continue  # one kill, reported by several lines of the same block
         if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
             continue  # the same message again: logged, then raised; or re-raised "during handling"
-        detail = f.pop("detail", {}) or {}
+        detail = dict(f.pop("detail", {}) or {})  # the cached figures are shared: never mutate their detail
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
-        before = lines[: hit.idx]
-        step, banner_phase, banner_ev, started = ctx.step_and_banner(before, rank, source)
+        step, banner_phase, banner_ev, started = ctx.step_and_banner(markers, hit.idx, rank, source)
         phase, phase_ev = "unknown", None
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
@@ -413,7 +430,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
                 if cm:
                     f["requested_bytes"] = int(cm["requested"])
                     break
-        if frames and (later := ctx.progress_after(lines, hit.end, rank, step.value if step else None)):
+        if frames and (later := ctx.progress_after(markers, hit.end, rank, step.value if step else None)):
             detail["progress_after"] = True  # raised, yet a training counter went on: another run writes here
             evidence["progress_after"] = ctx._ev(source, later)
         if hit.kind in ("tf_oom", "xla_oom") and f.get("total_bytes") is None:

@@ -44,18 +44,18 @@ CACHING_2_1 = regex.compile(
     r"and (?P<unallocated>" + SIZE + r") is reserved by PyTorch but unallocated\." + _HINT_TAIL
 )
 PROCESS_CLAUSE = regex.compile(
-    r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d+)) has (?P<size>" + SIZE + r") memory in use"
+    r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory in use"
 )
 # Any caching-allocator message whose full form did not match (truncated at a NUL device index, cut by a
 # log collector, an unknown future era): the request is still known.
 CACHING_ANY = regex.compile(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
-    r"(?:\.? ?\(?GPU (?P<gpu>\d+))?"
+    r"(?:\.? ?\(?GPU (?P<gpu>\d{1,20}))?"
 )
 # PaddlePaddle: "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate X memory on GPU 0,
 # Y memory has been allocated and available memory is only Z."
 PADDLE = regex.compile(
-    r"Out of memory error on GPU (?P<gpu>\d+)\.\s{0,4}Cannot allocate (?P<requested>" + SIZE + r") memory on GPU \d+,\s{0,4}"
+    r"Out of memory error on GPU (?P<gpu>\d{1,20})\.\s{0,4}Cannot allocate (?P<requested>" + SIZE + r") memory on GPU \d{1,20},\s{0,4}"
     r"(?P<allocated>" + SIZE + r") memory has been allocated and available memory is only (?P<free>" + SIZE + r")"
 )
 # TensorFlow's BFC allocator warns with the same words when it only lost some speed: not a failure.
@@ -69,61 +69,61 @@ CUDA_ERROR_STRICT = regex.compile(
     r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b.*from device)"
 )
 CUBLAS = regex.compile(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
-NCCL = regex.compile(r"(?:NCCL WARN )?Cuda failure(?: \d+)? '?out of memory'?|ncclSystemError.{0,80}out of memory")
+NCCL = regex.compile(r"(?:NCCL WARN )?Cuda failure(?: \d{1,20})? '?out of memory'?|ncclSystemError.{0,80}out of memory")
 MPS = regex.compile(
     r"MPS backend out of memory \(MPS allocated: (?P<allocated>" + SIZE + r"), other allocations: (?P<other>" + SIZE
     + r")(?:, max allowed: (?P<total>" + SIZE + r"))?\)\. Tried to allocate (?P<requested>" + SIZE
     + r") on (?P<pool>shared|private) pool"
 )
 XLA_BYTES = regex.compile(
-    r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory (?:while )?trying to allocate (?P<requested>\d+(?:\.\d+)?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
+    r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory (?:while )?trying to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
 )
 XLA_HBM = regex.compile(
-    r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<used>\d+(?:\.\d+)?[KMGT]?) of (?P<limit>\d+(?:\.\d+)?[KMGT]?) \w+"
+    r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<used>\d{1,20}(?:\.\d{1,20})?[KMGT]?) of (?P<limit>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \w+"
 )
 XLA_ANY = regex.compile(r"RESOURCE_EXHAUSTED:?[^\n]{0,200}?(?:[Oo]ut of memory|ran out of memory|Ran out of memory)")
 BFC_RAN_OUT = regex.compile(
-    r"Allocator \((?P<allocator>\w+)\) ran out of memory trying to allocate (?P<requested>\d+(?:\.\d+)?[KMGT]?i?B?)"
-    r"(?: \(rounded to (?P<rounded>\d+)\))?"
+    r"Allocator \((?P<allocator>\w+)\) ran out of memory trying to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?[KMGT]?i?B?)"
+    r"(?: \(rounded to (?P<rounded>\d{1,20})\))?"
 )
-BFC_STAT = regex.compile(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d+)\s*$")
+BFC_STAT = regex.compile(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d{1,20})\s*$")
 TF_OOM = regex.compile(
     r"OOM when allocating tensor (?:(?:with|of) shape\s?\[?(?P<shape>[\d, ]*)\]? and type (?P<dtype>\w+) )?"
     r"(?:on (?P<device>[\w:/]+) )?(?:by allocator (?P<allocator>\w+))?"
 )
 STREAM_EXECUTOR_OOM = regex.compile(
-    r"failed to allocate (?P<pretty>\d+(?:\.\d+)?[KMGT]?) \((?P<requested>\d+) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY"
+    r"failed to allocate (?P<pretty>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \((?P<requested>\d{1,20}) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY"
 )
 KV_CACHE = regex.compile(
     r"No available memory for the cache blocks"
-    r"|larger than the maximum number of tokens that can be stored in KV cache \((?P<tokens>\d+)\)"
-    r"|(?P<need>\d+(?:\.\d+)? ?GiB) KV cache is needed, which is larger than the available KV cache memory \((?P<avail>\d+(?:\.\d+)? ?GiB)\)"
+    r"|larger than the maximum number of tokens that can be stored in KV cache \((?P<tokens>\d{1,20})\)"
+    r"|(?P<need>\d{1,20}(?:\.\d{1,20})? ?GiB) KV cache is needed, which is larger than the available KV cache memory \((?P<avail>\d{1,20}(?:\.\d{1,20})? ?GiB)\)"
     r"|[Ii]nsufficient (?:memory for )?KV cache"
 )
 CPU_ALLOC = regex.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
-    r"(?:(?P<requested>\d+) bytes|(?P<gb>\d+)GB)"
+    r"(?:(?P<requested>\d{1,20}) bytes|(?P<gb>\d{1,20})GB)"
 )
 HOST_KILL = regex.compile(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
     r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
     r"|terminated by signal SIGKILL"  # fish
-    r"|oom[_-]kill(?:er)? event|Detected \d+ oom[_-]kill|killed by the cgroup out-of-memory handler"
+    r"|oom[_-]kill(?:er)? event|Detected \d{1,20} oom[_-]kill|killed by the cgroup out-of-memory handler"
     r"|exits with return code = -9\b|\breturn code -9\b|[Kk]illed: 9\b"  # DeepSpeed launcher, macOS shells
-    r"|task \d+: Out Of Memory|exceeded memory limit \(\d+ > \d+\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
+    r"|task \d{1,20}: Out Of Memory|exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
 )
 # Not kills: "Killed 3 stale workers", "SIGKILL" in a shutdown notice of a healthy run.
-HOST_KILL_NOT = regex.compile(r"Killed \d+ |Sending process \d+ closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
+HOST_KILL_NOT = regex.compile(r"Killed \d{1,20} |Sending process \d{1,20} closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
 
 # Pieces of context (used by oomdoctor.parse.context).
 TORCH_VERSION = regex.compile(
     r"(?:(?<![\w/.])torch(?:==|\s+version\s*[:=]?\s*|:\s*|\s+)|PyTorch version\s*:\s*|torch\.__version__\s*[:=]\s*)"
-    r"v?(?P<version>\d+\.\d+(?:\.\d+)?(?:[+.][\w.]+)?)"
+    r"v?(?P<version>\d{1,20}\.\d{1,20}(?:\.\d{1,20})?(?:[+.][\w.]+)?)"
 )
 ALLOC_CONF = regex.compile(
     r"(?P<var>PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF)['\"]?\s*[:=]\s*['\"]?(?P<value>[\w:,.\[\]>]+)"
 )
 ROOT_CAUSE = regex.compile(r"Root Cause \(first observed failure\)")
-ROOT_RANK = regex.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
-NCCL_CALLOC = regex.compile(r"Failed to CUDA (?:calloc|malloc|host alloc) (?P<requested>\d+) bytes")
+ROOT_RANK = regex.compile(r"^\s*rank\s*:\s*(?P<rank>\d{1,20})")
+NCCL_CALLOC = regex.compile(r"Failed to CUDA (?:calloc|malloc|host alloc) (?P<requested>\d{1,20}) bytes")
