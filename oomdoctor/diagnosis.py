@@ -49,3 +49,27 @@ class Report(Frozen):
     events: tuple[OOMEvent, ...] = ()
     diagnoses: tuple[Diagnosis, ...] = ()
     runs: tuple[RunContext, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `oomdoctor diagnose --format json` document as plain Python data (docs/json.md)."""
+        from oomdoctor.report.json_report import to_dict
+
+        return to_dict(self)
+
+    def to_json(self) -> str:
+        """Exactly what `oomdoctor diagnose --format json` prints."""
+        from oomdoctor.report.json_report import render
+
+        return render(self)
+
+    def to_html(self) -> str:
+        """The self-contained HTML page of `oomdoctor diagnose --format html`."""
+        from oomdoctor.report.html import render
+
+        return render(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: a compact, self-contained summary (the verdict, each event, the other causes)."""
+        from oomdoctor.report.html import summary
+
+        return summary(self)

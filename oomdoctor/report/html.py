@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from oomdoctor.diagnosis import Report
+from oomdoctor.diagnosis import Diagnosis, Report
 from oomdoctor.parse.model import OOMEvent, RunContext
 from oomdoctor.report.markdown import changes_text
 from oomdoctor.units import GIB, format_bytes
@@ -107,3 +108,67 @@ def render(report: Report) -> str:
         chart=memory_chart(run, focus) if focus else None, fixes=list(fixes.values()),
         primary=next((g for g in report.diagnoses if g.role == "primary"), None),
     )
+
+
+# --- the compact summary Jupyter shows (Report._repr_html_) ------------------------------------------------------
+
+_BOX = "font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;max-width:980px"
+_CELL = "text-align:left;padding:2px 10px 2px 0;border-bottom:1px solid #e4e7eb;vertical-align:top"
+_MUTED = "color:#5d6874"
+_ROLE_COLOR = {"primary": "#c0392b", "contributing": "#e67e22", "hypothesis": "#bdc3c7"}
+_SUMMARY_FIGURES = (("requested_bytes", "requested"), ("free_bytes", "free"), ("total_bytes", "total"),
+                    ("allocated_bytes", "allocated"), ("reserved_bytes", "reserved"))
+
+
+def _figures_text(e: OOMEvent) -> str:
+    return " · ".join(f"{label} {format_bytes(getattr(e, key))}" for key, label in _SUMMARY_FIGURES
+                      if getattr(e, key) is not None and key not in e.implausible)
+
+
+def _events_table(report: Report) -> str:
+    heads = ("#", "kind", "where", "rank", "GPU", "step", "phase", "figures")
+    rows = ["<tr>" + "".join(f'<th style="{_CELL};{_MUTED}">{h}</th>' for h in heads) + "</tr>"]
+    for i, e in enumerate(report.events):
+        cells = (str(i + 1), e.kind, f"{e.source}:{e.line}", _dash(e.rank), _dash(e.gpu_index), _dash(e.step),
+                 e.phase, _figures_text(e))
+        rows.append("<tr>" + "".join(f'<td style="{_CELL}">{escape(c)}</td>' for c in cells) + "</tr>")
+    return f'<table style="border-collapse:collapse;margin:4px 0 10px">{"".join(rows)}</table>'
+
+
+def _dash(v: object) -> str:
+    return "–" if v is None else str(v)
+
+
+def _diagnosis_card(d: Diagnosis) -> str:
+    tag = f"{d.category} · {d.confidence:.0%} · {d.role} · event {d.event_index + 1}"
+    out = [f'<div style="border-left:4px solid {_ROLE_COLOR[d.role]};padding:2px 10px;margin:6px 0">',
+           f'<div><b>{escape(d.title)}</b> <span style="{_MUTED}">[{escape(tag)}]</span></div>']
+    for label, text in (("seen", d.seen), ("do", d.action)):
+        if text:
+            out.append(f'<div><span style="{_MUTED}">{label}:</span> {escape(text)}</div>')
+    for f in d.fixes:
+        effect = f" → {escape(f.effect)}" if f.effect else ""
+        out.append(f'<div>fix <code>{escape(f.id)}</code>: {escape(f.title)}{effect}</div>')
+        if f.changes:
+            out.append('<pre style="margin:2px 0 4px 16px;padding:4px 8px;background:#f0f2f5;white-space:pre-wrap">'
+                       f"{escape(changes_text(f.changes))}</pre>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def summary(report: Report) -> str:
+    """The report as a compact HTML fragment for notebooks: inline styles only, no scripts or fetches."""
+    n = len(report.events)
+    head = f"oomdoctor · {n} out-of-memory event{'s' if n != 1 else ''}" if n else \
+        "oomdoctor · no out-of-memory failure found"
+    parts = [f'<div class="oomdoctor-report" style="{_BOX}">', f'<div style="font-weight:600">{escape(head)}</div>']
+    if n:
+        parts.append(_events_table(report))
+    confident = [d for d in report.diagnoses if d.role != "hypothesis"]
+    hypotheses = [d for d in report.diagnoses if d.role == "hypothesis"]
+    parts += [_diagnosis_card(d) for d in confident]
+    if hypotheses:
+        parts.append(f'<details><summary style="{_MUTED}">{len(hypotheses)} hypothesis(es) the log cannot '
+                     "confirm</summary>" + "".join(_diagnosis_card(d) for d in hypotheses) + "</details>")
+    parts.append("</div>")
+    return "".join(parts)
