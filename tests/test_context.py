@@ -122,3 +122,18 @@ def test_attention_scores_are_recognised_as_the_operation():
     tb = ('Traceback (most recent call last):\n  File "/site-packages/transformers/integrations/sdpa_attention.py", line 9, '
           'in sdpa_attention_forward\n    out = fn(q, k, v)\n' + MSG)
     assert one(tb).operation == "attention"
+
+
+def test_notebook_tracebacks_and_the_calls_in_frame_code_lines_name_the_phase():
+    old_ipython = ("ResourceExhaustedError                    Traceback (most recent call last)\n"
+                   "<ipython-input-3-0a1b2c3d4e5f> in <module>()\n      1 history = net.fit(x=ds,\n"
+                   "----> 2                   epochs=3)\n\n" + MSG)
+    assert one(old_ipython).phase == "train"
+    ipython8 = ("Cell In[7], line 2\n      1 with torch.no_grad():\n----> 2     preds = trainer.predict(ds)\n"
+                "File ~/venv/lib/python3.10/site-packages/torch/nn/modules/module.py:1501, in Module._call_impl(self)\n"
+                "   1500     return forward_call(*args)\n" + MSG)
+    assert one(ipython8).phase == "eval"
+    cpython = ('Traceback (most recent call last):\n  File "run.py", line 30, in <module>\n    metrics = trainer.evaluate()\n'
+               '  File "/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl\n    return forward_call(*args)\n'
+               + MSG)
+    assert one(cpython).phase == "eval"

@@ -18,8 +18,6 @@ KNOWN_GAPS = {
     "d-host-k8s-openpai-oomkilled.log": "phase: the pod message embeds the job log with literal \\n",
     "d-kv-vllm-compose-no-cache-blocks.log": "line: the raise statement quoting the message is taken first",
     "d-tf-automl-bfc-int8.log": "phase: train is only implied by lines after the failure",
-    "d-tf-keras-fit-conv.log": "phase: IPython frames do not name the Keras fit loop",
-    "d-xla-tpu-lwm-generate.log": "phase: frames are printed before a message that starts a new traceback",
     "mix-espresso-fairseq-oom-summary.log": "phase: train is only in fairseq's warning wording",
     "mix-ncrfpp-thcudacheck-backward.log": "phase: Python 2 traceback after a THCudaCheck line",
 }

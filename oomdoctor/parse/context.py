@@ -47,8 +47,20 @@ TRAIN_BANNER = regex.compile(
 )
 FRAME = regex.compile(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func>[\w<>.]+)'  # CPython
-    r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab
+    r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab (before IPython 8)
+    r"|^<ipython-input-[\w-]{1,80}> in (?P<cellfunc><module>|\w+)"  # a notebook cell (before IPython 8)
+    r"|^\s*File (?P<ipy8file>\S[^\n]{0,400}?):\d{1,20}, in (?P<ipy8func>[\w<>.]+)"  # IPython 8+
+    r"|^(?P<cell8>Cell In\[\d{1,6}\]), line \d{1,20}"  # IPython 8+: the notebook cell itself
 )
+# The code lines under a frame header: CPython indents one statement; IPython numbers several ("----> 5 ...").
+CODE_CALL = regex.compile(r"(?:^|[\s.=(\[])(?P<name>[A-Za-z_]\w{0,60})\(")
+IPY_CODE = regex.compile(r"^\s*(?:-*>\s*)?\d{1,6}\s(?P<code>.*)$")
+
+
+def frame_func(m: regex.Match[str]) -> str:
+    """The function name of a FRAME match, whichever traceback style it came from."""
+    return m["func"] or m["ipyfunc"] or m["cellfunc"] or m["ipy8func"] or "<module>"
+
 
 PHASE_FRAMES: dict[str, frozenset[str]] = {
     "save": frozenset({
@@ -224,8 +236,33 @@ def progress_after(markers: Markers, end: int, rank: int | None, step: int | Non
     return markers.lines[later[-1].idx]
 
 
+def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[str, Line]]:
+    """Phase-bearing calls in the code lines printed under the frame header lines[i] (e.g. `model.fit(`,
+    `trainer.evaluate(`), as pseudo-frames: the statement names what was running one level deeper."""
+    out: list[tuple[str, Line]] = []
+    for ln in lines[i + 1 : i + 1 + CODE_LINES_PER_FRAME]:
+        if not _same_rank(ln, rank):
+            continue
+        text = ln.text
+        if not text.strip() or FRAME.match(text) or "Traceback" in text or "Error" in text[:60]:
+            break
+        ipy = IPY_CODE.match(text)
+        code = ipy["code"] if ipy else text
+        for m in CODE_CALL.finditer(code):
+            phases = _phase_of_name(m["name"])
+            if phases and phases[0] in (*STRONG_PHASES, "train"):
+                out.append((m["name"], ln))
+        if not ipy:
+            break  # CPython prints one statement per frame
+    return out
+
+
+CODE_LINES_PER_FRAME = 8
+
+
 def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 600) -> list[tuple[str, Line]]:
-    """Function names of the traceback frames leading to lines[idx] (same rank), innermost last."""
+    """Function names of the traceback frames leading to lines[idx] (same rank), innermost last; the calls in
+    each frame's code line follow it as pseudo-frames."""
     out: list[tuple[str, Line]] = []
     for i in range(idx - 1, max(-1, idx - limit), -1):
         ln = lines[i]
@@ -233,7 +270,8 @@ def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int 
             continue
         m = FRAME.match(ln.text)
         if m:
-            out.append((m["func"] or m["ipyfunc"], ln))
+            out.extend(reversed(_calls_under(lines, i, rank)))
+            out.append((frame_func(m), ln))
         elif ln.text.startswith("Traceback (most recent call last)"):
             break
     return out[::-1]
@@ -262,7 +300,7 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
                     continue
                 m = FRAME.match(nxt.text)
                 if m:
-                    out.append((m["func"] or m["ipyfunc"], nxt))
+                    out.append((frame_func(m), nxt))
                 elif regex.match(r"^\w[\w.]*(?:Error|Exception)\b", nxt.text):
                     break
             return out
