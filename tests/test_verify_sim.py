@@ -104,3 +104,11 @@ def test_cuda_trial_tiny():
     assert not out["oom"] and out["peak_reserved_bytes"] >= out["peak_allocated_bytes"] > 0
     sim = replay(steps=2)
     assert out["peak_allocated_bytes"] >= 0.8 * sim["unlimited_peak_allocated_bytes"]  # fake ≤ real (workspaces)
+
+
+def test_zero3_shards_gradients_too():
+    # weights dominate (batch 1, 16 tokens): ZeRO-3 keeps 16 bytes/parameter / N per rank, gradients included.
+    # A gradient shard that was a view into the full gradient kept every gradient whole (1120/336 MiB, not /8).
+    peak = {w: replay(steps=2, zero_stage=3, world_size=w, width=1024, layers=4, vocab=4096, seq_len=16, batch=1,
+                      heads=8)["unlimited_peak_allocated_bytes"] for w in (1, 8)}
+    assert peak[1] / peak[8] > 6

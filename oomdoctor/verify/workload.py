@@ -53,7 +53,7 @@ class _Gathered(torch.autograd.Function):
         gshard = None
         if shard.requires_grad:
             gw = grad.reshape(-1, shape[0]).t() @ xc.reshape(-1, shape[1])
-            gshard = gw.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype)  # reduce-scatter output
+            gshard = gw.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype, copy=True)  # reduce-scatter output: its own storage, never a view that keeps the full gradient alive
         return gx, gshard, None, None
 
 
@@ -71,7 +71,7 @@ class _GatheredEmbedding(torch.autograd.Function):
         shape, device = ctx.meta
         full = torch.zeros(shape, dtype=grad.dtype, device=device)
         full.index_add_(0, idx.reshape(-1), grad.reshape(-1, shape[1]))
-        return None, full.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype), None, None
+        return None, full.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype, copy=True), None, None
 
 
 def _host_memory(device: torch.device, offloaded: bool):
