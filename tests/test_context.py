@@ -137,3 +137,20 @@ def test_notebook_tracebacks_and_the_calls_in_frame_code_lines_name_the_phase():
                '  File "/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl\n    return forward_call(*args)\n'
                + MSG)
     assert one(cpython).phase == "eval"
+
+
+def test_rank_named_by_spawn_headers_banners_and_wording():
+    from oomdoctor.parse.context import rank_near
+
+    def rank(text: str):
+        lines = [Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(text.splitlines())]
+        idx = next(i for i, ln in enumerate(lines) if "out of memory" in ln.text)
+        got = rank_near(lines, idx)
+        return got[0] if got else None
+
+    spawn = ("torch.multiprocessing.spawn.ProcessRaisedException: \n\n-- Process 3 terminated with the following error:\n"
+             'Traceback (most recent call last):\n  File "train.py", line 5, in run\n    loss.backward()\n' + MSG)
+    assert rank(spawn) == 3
+    assert rank("[rank: 1] " + MSG) == 1
+    assert rank("RuntimeError: CUDA out of memory on rank 5 while gathering\n") == 5
+    assert rank("step 3\n" + MSG) is None

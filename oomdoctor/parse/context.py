@@ -642,3 +642,29 @@ def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None
     if not got:
         return None
     return MemorySample(step=step, evidence=_ev(source, ln), **got)
+
+
+# ---- ranks -------------------------------------------------------------------------------------------
+# Where a log names the failing rank without a line prefix: torch.multiprocessing.spawn's failure header,
+# Lightning-style "[rank: 3]" / "(rank: 3/8)" banners, "on rank 3" in warnings and errors.
+SPAWN_HEADER = regex.compile(r"-- Process (?P<rank>\d{1,6}) terminated with the following error")
+RANK_BANNER = regex.compile(r"[\[(]rank:?\s{0,2}(?P<rank>\d{1,6})(?:\s{0,2}/\s{0,2}\d{1,6})?[\])]", regex.I)
+ON_RANK = regex.compile(r"\bon (?:global )?rank (?P<rank>\d{1,6})\b", regex.I)
+RANK_LOOKBACK_LINES = 40  # a spawn header sits just above the traceback it introduces
+
+
+def rank_near(lines: Sequence[Line], idx: int) -> tuple[int, Line] | None:
+    """The rank the log attributes the message on lines[idx] to, when no line prefix says it."""
+    first = lines[idx]
+    m = ON_RANK.search(first.text) or RANK_BANNER.search(first.text)
+    if m:
+        return int(m["rank"]), first
+    for i in range(idx - 1, max(-1, idx - RANK_LOOKBACK_LINES), -1):
+        ln = lines[i]
+        m = SPAWN_HEADER.search(ln.text)
+        if m:
+            return int(m["rank"]), ln
+        if not ln.text.strip() and i < idx - 1 and not FRAME.match(lines[i + 1].text) \
+                and "Traceback" not in lines[i + 1].text:
+            break  # a blank line that does not open a traceback ends this failure's block
+    return None
