@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from oomdoctor.units import GIB, format_bytes  # noqa: E402
-from oomdoctor.verify.params import TransformerParams  # noqa: E402
-from oomdoctor.verify.runner import run_trial  # noqa: E402
+from oomdoctor.units import GIB, format_bytes
+from oomdoctor.verify.params import TransformerParams
+from oomdoctor.verify.runner import run_trial
 
 PARAMS = {"layers": 16, "width": 2048, "heads": 16, "seq_len": 2048, "batch": 4, "vocab": 50304,
           "optimizer": "adamw"}

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oomdoctor.estimate import ActivationEstimate, activations
-from oomdoctor.units import IMPLAUSIBLE_BYTES
-from oomdoctor.parse.model import Evidence, ParseResult, MemorySample, OOMEvent, RunContext
 from oomdoctor.modelshapes import shape_of
+from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, ParseResult, RunContext
+from oomdoctor.units import IMPLAUSIBLE_BYTES
 
 FactType = Literal["bytes", "int", "float", "bool", "str"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from oomdoctor.facts import Derived
 from oomdoctor.diagnosis import Fix
+from oomdoctor.facts import Derived
 from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
 from oomdoctor.units import format_bytes
 
@@ -141,7 +141,8 @@ def _eval_accumulation(d: Derived) -> tuple[Changes, str | None]:
         "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True},
         "axolotl_yaml": {"eval_accumulation_steps": 4},
         "llama_factory_yaml": {"eval_accumulation_steps": 4},
-        "code": "def preprocess_logits_for_metrics(logits, labels):\n    return logits.argmax(-1)  # keep ids, not full-vocab logits",
+        "code": "def preprocess_logits_for_metrics(logits, labels):\n"
+                "    return logits.argmax(-1)  # keep ids, not full-vocab logits",
     }, "predictions move to the CPU every few eval steps instead of piling up on the GPU"
 
 
@@ -205,7 +206,8 @@ def _raise_zero(d: Derived) -> tuple[Changes, str | None]:
     stage = _v(d, "zero_stage")
     new = min(3, stage + 1) if isinstance(stage, int) else 3
     world = _v(d, "world_size")
-    effect = f"ZeRO {stage} → {new}: sharded state per GPU divides by {world}" if isinstance(world, int) and isinstance(stage, int) \
+    known = isinstance(world, int) and isinstance(stage, int)
+    effect = f"ZeRO {stage} → {new}: sharded state per GPU divides by {world}" if known \
         else "optimizer states, gradients (and at stage 3 parameters) are split across GPUs"
     return _deepspeed_only(d, {
         "deepspeed_json": {"zero_optimization.stage": new},
@@ -236,7 +238,8 @@ def _more_gpus(d: Derived) -> tuple[Changes, str | None]:
 def _fused_ce(d: Derived) -> tuple[Changes, str | None]:
     effect = "full-vocab fp32 logits (batch × seq × vocab × 4 bytes) are never materialised"
     if d.activation and d.activation.logits_bytes:
-        effect += f": ≈ {format_bytes(d.activation.logits_bytes)} back ({d.activation.tokens} tokens × vocab {_v(d, 'vocab_size')})"
+        est = d.activation
+        effect += f": ≈ {format_bytes(est.logits_bytes)} back ({est.tokens} tokens × vocab {_v(d, 'vocab_size')})"
     return {
         "training_args": {"use_liger_kernel": True},
         "axolotl_yaml": {"plugins": ["axolotl.integrations.liger.LigerPlugin"], "liger_fused_linear_cross_entropy": True},

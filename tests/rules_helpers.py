@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oomdoctor.parse.model import Evidence, ParseResult, MemorySample, OOMEvent, OtherProcess, RunContext, Value
+from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, OtherProcess, ParseResult, RunContext, Value
 from oomdoctor.units import GIB, MIB
 
 SRC = "train.log"

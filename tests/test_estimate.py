@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from oomdoctor.parse.context import config_from
-from oomdoctor.facts import derive
-from oomdoctor.estimate import activations
-from oomdoctor.modelshapes import shape_of
-from oomdoctor.parse.normalize import Line
-from oomdoctor.engine.engine import diagnose
-from oomdoctor.units import GIB
 from rules_helpers import facts
+
+from oomdoctor.engine.engine import diagnose
+from oomdoctor.estimate import activations
+from oomdoctor.facts import derive
+from oomdoctor.modelshapes import shape_of
+from oomdoctor.parse.context import config_from
+from oomdoctor.parse.normalize import Line
+from oomdoctor.units import GIB
 
 ZERO3_8B = {"model_name": "meta-llama/Meta-Llama-3-8B", "max_seq_length": 4096, "per_device_train_batch_size": 4,
             "gradient_checkpointing": False, "bf16": True, "zero_stage": 3, "stacks": ["deepspeed", "axolotl"]}

@@ -7,8 +7,8 @@ test fails until it is removed from KNOWN_GAPS.
 from __future__ import annotations
 
 import pytest
-
 from fixture_oracle import FIXTURES, compare, sidecars
+
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {

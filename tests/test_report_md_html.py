@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from oomdoctor.diagnosis import Report
-from oomdoctor.report import html, markdown
-from oomdoctor.engine.engine import diagnose
 from rules_helpers import facts
 from test_rules_engine import STORIES
+
+from oomdoctor.diagnosis import Report
+from oomdoctor.engine.engine import diagnose
+from oomdoctor.report import html, markdown
 
 
 def report_for(name: str) -> Report:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rules_helpers import facts
 
-from oomdoctor.facts import FACTS, derive
-from oomdoctor.parse.model import ParseResult
 from oomdoctor.engine.engine import diagnose, evaluate
 from oomdoctor.engine.schema import Condition
-from rules_helpers import facts
+from oomdoctor.facts import FACTS, derive
+from oomdoctor.parse.model import ParseResult
 
 
 def top(f: ParseResult) -> list[tuple[str, str]]:

@@ -98,7 +98,7 @@ def _fragmenting_trace() -> list[tuple[str, int, int]]:
     for i in range(5):
         trace += [a(10 + i, 20 * MIB), a(20 + i, 20 * MIB)]
     trace += [f(10 + i) for i in range(5)]
-    return trace + [a(99, 60 * MIB)]
+    return [*trace, a(99, 60 * MIB)]
 
 
 def test_fragmentation_oom_that_expandable_segments_avoids():
@@ -156,7 +156,7 @@ def test_reserved_never_below_allocated_on_random_traces():
     for conf in (AllocConf(), AllocConf(expandable_segments=True), AllocConf(max_split_size=32 * MIB)):
         alloc = CachingAllocator(1 << 40, conf)
         live = []
-        for step in range(3000):
+        for _ in range(3000):
             if live and rng.random() < 0.45:
                 alloc.free(live.pop(rng.randrange(len(live))))
             else:

@@ -9,13 +9,13 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from oomdoctor.facts import Derived, derive
 from oomdoctor.diagnosis import Diagnosis
-from oomdoctor.parse.model import Evidence, ParseResult, OOMEvent
-from oomdoctor.fixcatalog import build_fixes
 from oomdoctor.engine import templates
 from oomdoctor.engine.loader import LoadedRule, load_rules
 from oomdoctor.engine.schema import Condition, Rule
+from oomdoctor.facts import Derived, derive
+from oomdoctor.fixcatalog import build_fixes
+from oomdoctor.parse.model import Evidence, OOMEvent, ParseResult
 
 PRIMARY_MIN = 0.5  # below this nothing is called the cause
 CONTRIBUTING_MIN = 0.35  # below this a diagnosis is a hypothesis

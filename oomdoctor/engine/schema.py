@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from oomdoctor.facts import FACTS
 from oomdoctor.diagnosis import Category
+from oomdoctor.facts import FACTS
 from oomdoctor.fixids import FIX_IDS
 
 Op = Literal["gt", "ge", "lt", "le", "eq", "ne", "in", "present", "absent"]

@@ -551,7 +551,7 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
         m = OFFLOAD.search(text)
         if m:
             cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
-        if "lora" in text.lower() and LORA.search(text) or "lora_r" in cfg:
+        if ("lora" in text.lower() and LORA.search(text)) or "lora_r" in cfg:
             cfg.setdefault("lora", Value(value=True, evidence=_ev(source, ln)))
         for name, pat in STACKS.items():
             if name not in stacks and pat.search(text) and _stack_line_counts(text):

@@ -71,7 +71,8 @@ class OOMEvent(Frozen):
     step: int | None = None
     phase: Phase = "unknown"
     message: str
-    operation: Operation | None = None  # what the traceback shows running: optimizer (step or state set-up), backward, kv_cache, attention (scores)
+    # what the traceback shows running: optimizer (step or state set-up), backward, kv_cache, attention (scores)
+    operation: Operation | None = None
     # Beyond the contract's minimum:
     era: str | None = None  # message-format era, e.g. "2.2-2.8"
     torch_version: str | None = None  # printed in the log, else None (the era says what the form implies)

@@ -66,7 +66,8 @@ def _nice_step(top: float) -> float:
 def memory_chart(run: RunContext | None, e: OOMEvent) -> dict | None:
     """SVG coordinates for allocated/reserved over steps, with the OOM step and evaluation marks."""
     samples = [s for s in (run.memory if run else ()) if s.step is not None]
-    series = {"allocated": [(s.step, s.allocated_bytes if s.allocated_bytes is not None else s.max_allocated_bytes) for s in samples],
+    allocated = [(s.step, s.allocated_bytes if s.allocated_bytes is not None else s.max_allocated_bytes) for s in samples]
+    series = {"allocated": allocated,
               "reserved": [(s.step, s.reserved_bytes if s.reserved_bytes is not None else s.max_reserved_bytes) for s in samples]}
     series = {k: [(x, y) for x, y in v if y is not None] for k, v in series.items()}
     series = {k: v for k, v in series.items() if v}

@@ -81,7 +81,8 @@ def _log_lines(report: Report) -> list[Evidence]:
         for ev in g.evidence:
             found.setdefault((ev.source, ev.line), ev)
     for e in report.events:
-        found.setdefault((e.source, e.line), Evidence(source=e.source, line=e.line, text=e.message.splitlines()[0] if e.message else e.kind))
+        text = e.message.splitlines()[0] if e.message else e.kind
+        found.setdefault((e.source, e.line), Evidence(source=e.source, line=e.line, text=text))
     return sorted(found.values(), key=lambda ev: (ev.source, ev.line))[:MAX_LOG_LINES]
 
 

@@ -9,8 +9,8 @@ Single stream, no CUDA graphs. Pure Python: no torch import.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from oomdoctor.units import MIB, format_bytes
 
@@ -43,7 +43,7 @@ class AllocConf:
     roundup_power2_divisions: int = 0
 
     @classmethod
-    def parse(cls, text: str | None) -> "AllocConf":
+    def parse(cls, text: str | None) -> AllocConf:
         """Parse `key:value,key:value` the way c10's AllocatorConfig does (the keys that matter here)."""
         values: dict[str, object] = {}
         for item in _split_conf(text or ""):
@@ -129,7 +129,7 @@ def allocation_size(size: int) -> int:
 class Block:
     """A range of a segment, free or allocated; blocks of a segment tile it in address order."""
 
-    __slots__ = ("size", "addr", "seg", "prev", "next", "allocated", "freed_at")
+    __slots__ = ("addr", "allocated", "freed_at", "next", "prev", "seg", "size")
 
     def __init__(self, size: int, addr: int, seg: int) -> None:
         self.size, self.addr, self.seg = size, addr, seg
@@ -268,9 +268,7 @@ class CachingAllocator:
         if block is None:
             if self.conf.garbage_collection_threshold > 0:
                 self._garbage_collect()
-            if self._cuda_malloc(alloc_size):
-                block = self._new_segment(alloc_size, small)
-            elif self._release_available(pool, size) and self._cuda_malloc(alloc_size):
+            if self._cuda_malloc(alloc_size) or (self._release_available(pool, size) and self._cuda_malloc(alloc_size)):
                 block = self._new_segment(alloc_size, small)
             else:
                 self._release_cached()
@@ -438,7 +436,7 @@ class ExpandableSegment:
 
     def _take(self, addr: int, size: int) -> None:
         i = bisect.bisect_left(self.free_ranges, (addr, -1))
-        raddr, rsize = self.free_ranges.pop(i)
+        _, rsize = self.free_ranges.pop(i)
         if rsize > size:
             self.free_ranges.insert(i, (addr + size, rsize - size))
 

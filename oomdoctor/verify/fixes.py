@@ -6,12 +6,12 @@ A transform returns the changed params and alloc_conf plus a note of what change
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
 from oomdoctor.verify.allocator import AllocConf
-
 
 
 class NotApplicable(Exception):

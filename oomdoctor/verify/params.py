@@ -40,7 +40,7 @@ class TransformerParams(BaseModel):
     tie_embeddings: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "TransformerParams":
+    def _check(self) -> TransformerParams:
         if self.width % self.heads:
             raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
         if self.offload == "all" and self.zero_stage < 3:

@@ -245,10 +245,8 @@ class StorageTracker(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         for t in _tensors(out):
             self._track(t)
-        try:
+        with contextlib.suppress(AttributeError, IndexError, TypeError, ValueError):
             self._count_flops(func, args, out)
-        except (AttributeError, IndexError, TypeError, ValueError):
-            pass
         return out
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +54,8 @@ class _Gathered(torch.autograd.Function):
         gshard = None
         if shard.requires_grad:
             gw = grad.reshape(-1, shape[0]).t() @ xc.reshape(-1, shape[1])
-            gshard = gw.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype, copy=True)  # reduce-scatter output: its own storage, never a view that keeps the full gradient alive
+            # the reduce-scatter output has its own storage: a view would keep the full gradient alive
+            gshard = gw.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype, copy=True)
         return gx, gshard, None, None
 
 
