@@ -40,7 +40,8 @@ def activations(values: Mapping[str, Any]) -> ActivationEstimate | None:
     """
     h, layers = values.get("hidden_size"), values.get("num_layers")
     bs, seq = values.get("per_device_train_batch_size"), values.get("max_seq_length")
-    if not all(isinstance(v, int) and v > 0 for v in (h, layers, bs, seq)):
+    if not (isinstance(h, int) and isinstance(layers, int) and isinstance(bs, int) and isinstance(seq, int)) \
+            or min(h, layers, bs, seq) <= 0:
         return None
     tokens = bs * seq
     width = 2 if values.get("mixed_precision") is False else 1  # fp32 activations take twice the bytes

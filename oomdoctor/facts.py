@@ -199,7 +199,7 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "requested_fraction_of_total": _ratio(event.requested_bytes, total),
         "requested_over_free": _ratio(event.requested_bytes, free),
         "free_covers_request": None if free is None or event.requested_bytes is None else free >= event.requested_bytes,
-        "free_plus_slack_over_requested": None if None in (free, event.reserved_unallocated_bytes)
+        "free_plus_slack_over_requested": None if free is None or event.reserved_unallocated_bytes is None
         else _ratio(free + event.reserved_unallocated_bytes, event.requested_bytes),
         "allowed_fraction_of_total": _ratio(event.allowed_bytes, total),
         "other_processes_bytes": others,
@@ -207,12 +207,12 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "other_processes_fraction_of_total": _ratio(others, total),
         "non_pytorch_bytes": None if event.process_in_use_bytes is None or reserved is None
         else event.process_in_use_bytes - reserved,
-        "outside_pytorch_bytes": None if None in (total, free, reserved) else total - free - reserved,
+        "outside_pytorch_bytes": None if total is None or free is None or reserved is None else total - free - reserved,
     })
     out["outside_pytorch_fraction"] = _ratio(out["outside_pytorch_bytes"], total)
     req, alloc = event.requested_bytes, event.allocated_bytes
     out["request_absurd"] = None if req is None else (req >= IMPLAUSIBLE_BYTES or (total is not None and req >= 8 * total))
-    out["allocated_exceeds_total"] = None if None in (alloc, total) else alloc > total
+    out["allocated_exceeds_total"] = None if alloc is None or total is None else alloc > total
     out["non_pytorch_fraction_of_total"] = _ratio(out["non_pytorch_bytes"], total)
     for name in _DEPENDS:
         ev[name] = line

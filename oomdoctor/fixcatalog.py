@@ -52,6 +52,8 @@ def _select(changes: Changes, d: Derived) -> Changes:
 
 
 def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
+    new_bs: int | str
+    new_ga: int | str
     bs, ga = _v(d, "per_device_train_batch_size"), _v(d, "gradient_accumulation_steps") or 1
     if isinstance(bs, int) and bs > 1:
         new_bs = bs // 2

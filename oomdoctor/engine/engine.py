@@ -30,6 +30,8 @@ def _compare(c: Condition, d: Derived) -> bool | None:
     names = {c.fact, c.fact2} - {None}
     if names & d.implausible:
         return None  # an untrustworthy figure decides nothing
+    if c.fact is None or c.op is None:
+        return None
     left = d.values.get(c.fact)
     if c.op == "present":
         return left is not None

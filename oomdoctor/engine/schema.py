@@ -64,7 +64,7 @@ class Condition(Strict):
         return self
 
     def _check_comparison(self) -> None:
-        if self.op is None:
+        if self.op is None or self.fact is None:
             raise ValueError(f"comparison on {self.fact!r} needs op: gt|ge|lt|le|eq|ne|in|present|absent")
         ftype = FACTS[self.fact][0]
         if self.op in ("present", "absent"):

@@ -69,18 +69,19 @@ def memory_chart(run: RunContext | None, e: OOMEvent) -> dict | None:
     allocated = [(s.step, s.allocated_bytes if s.allocated_bytes is not None else s.max_allocated_bytes) for s in samples]
     series = {"allocated": allocated,
               "reserved": [(s.step, s.reserved_bytes if s.reserved_bytes is not None else s.max_reserved_bytes) for s in samples]}
-    series = {k: [(x, y) for x, y in v if y is not None] for k, v in series.items()}
-    series = {k: v for k, v in series.items() if v}
-    if not series:
+    points: dict[str, list[tuple[int, int]]] = {
+        k: [(x, y) for x, y in v if x is not None and y is not None] for k, v in series.items()}
+    points = {k: v for k, v in points.items() if v}
+    if not points:
         return None
-    xs = [x for v in series.values() for x, _ in v] + ([e.step] if e.step is not None else [])
-    ys = [y for v in series.values() for _, y in v] + ([e.total_bytes] if e.total_bytes else [])
+    xs = [x for v in points.values() for x, _ in v] + ([e.step] if e.step is not None else [])
+    ys = [y for v in points.values() for _, y in v] + ([e.total_bytes] if e.total_bytes else [])
     x0, x1 = min(xs), max(xs)
     step = _nice_step(max(ys) * 1.05)
     y1 = step * -(-max(ys) * 1.05 // step)
     fx = lambda x: round(_scale(x, x0, x1, PAD_L, CHART_W - PAD_R), 1)  # noqa: E731
     fy = lambda y: round(_scale(y, 0, y1, CHART_H - PAD_B, PAD_T), 1)  # noqa: E731
-    lines = {k: " ".join(f"{fx(x)},{fy(y)}" for x, y in v) for k, v in series.items()}
+    lines = {k: " ".join(f"{fx(x)},{fy(y)}" for x, y in v) for k, v in points.items()}
     evals = []
     for ev in (run.eval_lines if run else ()):
         before = [s.step for s in samples if s.evidence.line <= ev.line]

@@ -84,7 +84,7 @@ _FP32 = ("softmax.int", "log_softmax.int", "layer_norm", "group_norm", "cross_en
          "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits", "kl_div", "exp", "log",
          "log1p", "rsqrt", "reciprocal", "pow.Tensor_Scalar", "logsumexp", "cumsum", "norm.Scalar", "sum",
          "prod", "softplus", "cosine_similarity", "dist", "cdist", "erfinv")
-_AUTOCAST_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+_AUTOCAST_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)  # type: ignore[attr-defined]
 
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:
@@ -200,7 +200,7 @@ class StorageTracker(TorchDispatchMode):
         if getattr(storage, "_oomdoctor_sid", None) is not None:
             return
         if self.paused:
-            storage._oomdoctor_sid = -1
+            storage._oomdoctor_sid = -1  # type: ignore[attr-defined]
             return
         nbytes = round_block(storage.nbytes()) if storage.nbytes() else 0
         if nbytes == 0:
@@ -208,7 +208,7 @@ class StorageTracker(TorchDispatchMode):
         sid = self._next
         self._next += 1
         try:
-            storage._oomdoctor_sid = sid
+            storage._oomdoctor_sid = sid  # type: ignore[attr-defined]
         except AttributeError:
             return
         self._refs[sid] = weakref.ref(storage, self._on_free(sid, nbytes))

@@ -148,7 +148,7 @@ def run_cuda(spec: dict[str, Any]) -> dict[str, Any]:
 def _parse_message(message: str) -> dict[str, Any] | None:
     """The OOM as the project's parser reads it (None until oomdoctor.parse exists)."""
     try:
-        from oomdoctor.parse import parse_text  # type: ignore[import-not-found]
+        from oomdoctor.parse import parse_text
     except ImportError:
         return None
     try:

@@ -33,7 +33,7 @@ class _Gathered(torch.autograd.Function):
     """y = x @ gather(shard).T: the full weight exists only inside forward and inside backward (FSDP)."""
 
     @staticmethod
-    def forward(ctx, x, shard, shape, device):  # type: ignore[override]
+    def forward(ctx, x, shard, shape, device):
         dt = _compute_dtype(device, shard.dtype)
         with torch.autocast(device.type, enabled=False):
             w = torch.empty(shape, dtype=dt, device=device)  # all-gather output
@@ -44,7 +44,7 @@ class _Gathered(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         xc, shard = ctx.saved_tensors
         shape, device, dt = ctx.meta
         w = torch.empty(shape, dtype=dt, device=device)  # re-gather for backward
@@ -61,14 +61,14 @@ class _Gathered(torch.autograd.Function):
 
 class _GatheredEmbedding(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, idx, shard, shape, device):  # type: ignore[override]
+    def forward(ctx, idx, shard, shape, device):
         w = torch.empty(shape, dtype=shard.dtype, device=device)
         ctx.save_for_backward(idx, shard)
         ctx.meta = (shape, device)
         return F.embedding(idx, w)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         idx, shard = ctx.saved_tensors
         shape, device = ctx.meta
         full = torch.zeros(shape, dtype=grad.dtype, device=device)
@@ -218,12 +218,13 @@ class Transformer(nn.Module):
         def chunk_loss(hc: torch.Tensor, tc: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(self._logits(hc).float(), tc, reduction="sum")
 
-        total = None
+        total: torch.Tensor | None = None
         n = self.p.ce_chunk_tokens
         for hc, tc in zip(flat.split(n), tflat.split(n)):
             part = checkpoint(chunk_loss, hc, tc, use_reentrant=False) if torch.is_grad_enabled() \
                 else chunk_loss(hc, tc)
             total = part if total is None else total + part
+        assert total is not None  # at least one chunk
         return total / flat.shape[0]
 
 
@@ -250,6 +251,7 @@ class Optimizer:
         return q.numel()
 
     def _reduce_scatter(self, q: torch.Tensor) -> None:
+        assert q.grad is not None  # a post-accumulate-grad hook runs with the gradient in place
         g = q.grad.reshape(-1)[: self._k(q)]
         buf = self.gshards.get(id(q))
         if buf is None:
