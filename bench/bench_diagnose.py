@@ -1,7 +1,10 @@
-"""Benchmark: diagnose a generated 512 MiB multi-rank training log against `grep -c "out of memory"`.
+"""Benchmark: diagnose generated logs of the shapes users have against `grep -c "out of memory"` on the same files.
 
-Targets (issue #2): wall time <= 8x grep's on the same cached file, peak RSS <= 150 MiB.
-Usage: python bench/bench_diagnose.py [--mib 512] [--keep]
+Shapes: sparse (loss dicts, DeepSpeed step lines, tqdm redraws), dense (a memory line on every rank every step:
+DeepSpeed see_memory_usage, HF metric dicts with memory keys, hand-written torch.cuda.memory_allocated prints),
+redraws (a tqdm-only log whose redraws are joined by \r into 100k-character lines), many (10,000 small logs in
+one call). Targets: wall time <= 8x grep's on the same cached files, peak RSS <= 150 MiB.
+Usage: python bench/bench_diagnose.py [--shape sparse|dense|redraws|many] [--mib 512] [--keep]
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import argparse
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +25,60 @@ OOM = ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3
        "unallocated. If reserved but unallocated memory is large try setting "
        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
        "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n")
+
+
+def generate_dense(path: str, mib: int) -> None:
+    """8 ranks, every step: a DeepSpeed see_memory_usage pair, an HF metric dict with memory keys, a hand print."""
+    rnd = random.Random(0)
+    target = mib * 1024 * 1024 - 4096
+    with open(path, "w") as f:
+        written, step = 0, 0
+        while written < target:
+            lines = []
+            for _ in range(500):
+                step += 1
+                r = step % 8
+                ma = 40 + rnd.random() * 20
+                lines.append(f"[rank{r}]: [2026-01-01 00:00:00,000] [INFO] [utils.py:781:see_memory_usage] after step {step}\n")
+                lines.append(f"[rank{r}]: MA {ma:.2f} GB         Max_MA {ma + 8:.2f} GB         CA {ma + 10:.2f} GB"
+                             f"         Max_CA {ma + 12:.0f} GB \n")
+                lines.append(f"[rank{r}]: CPU Virtual Memory:  used = 212.5 GB, percent = 21.1%\n")
+                lines.append(f"[rank{r}]: {{'loss': {rnd.random():.4f}, 'train_mem_gpu_alloc_delta': 1024, "
+                             f"'memory_allocated': {ma:.2f}, 'step': {step}}}\n")
+                lines.append(f"[rank{r}]: step {step} torch.cuda.memory_allocated()={ma:.2f}GB max={ma + 8:.2f}GB\n")
+            block = "".join(lines)
+            f.write(block)
+            written += len(block.encode())
+        f.write(OOM)
+
+
+def generate_redraws(path: str, mib: int) -> None:
+    """tqdm only: each line holds ~100k characters of \r-joined redraws."""
+    target = mib * 1024 * 1024 - 4096
+    with open(path, "w") as f:
+        written, step = 0, 0
+        while written < target:
+            parts = []
+            for _ in range(1500):
+                step += 1
+                parts.append(f"{step % 100:3d}%|█████     | {step}/900000 [01:02<19:40,  1.24it/s]")
+            line = "\r".join(parts) + "\n"
+            f.write(line)
+            written += len(line.encode())
+        f.write(OOM)
+
+
+def generate_many(folder: str, count: int = 10000) -> list[str]:
+    """count small logs, one in ten ending in an OOM."""
+    paths = []
+    for i in range(count):
+        p = os.path.join(folder, f"job-{i:05d}.log")
+        with open(p, "w") as f:
+            f.write("".join(f"{{'loss': 0.5, 'step': {s}}}\n" for s in range(50)))
+            if i % 10 == 0:
+                f.write(OOM)
+        paths.append(p)
+    return paths
 
 
 def generate(path: str, mib: int) -> None:
@@ -60,33 +118,39 @@ def timed(cmd: list[str], repeat: int = 3) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", choices=("sparse", "dense", "redraws", "many"), default="sparse")
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
-    fd, path = tempfile.mkstemp(suffix=".log")
-    os.close(fd)
+    folder = tempfile.mkdtemp()
     try:
-        generate(path, args.mib)
-        size = os.path.getsize(path)
-        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
-        grep_s = timed(["grep", "-c", "out of memory", path])
-        cmd = [sys.executable, "-m", "oomdoctor", "diagnose", path, "--format", "json"]
+        if args.shape == "many":
+            paths = generate_many(folder)
+            expected = len(paths) // 10
+        else:
+            paths = [os.path.join(folder, f"{args.shape}.log")]
+            {"sparse": generate, "dense": generate_dense, "redraws": generate_redraws}[args.shape](paths[0], args.mib)
+            expected = 1
+        size = sum(os.path.getsize(p) for p in paths)
+        subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+        grep_s = timed(["grep", "-c", "out of memory", *paths])
+        cmd = [sys.executable, "-m", "oomdoctor", "diagnose", *paths, "--format", "json"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         ours_s = timed(cmd)
         rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         out = subprocess.run(cmd, capture_output=True, text=True)
         found = out.stdout.count('"kind": "cuda_oom"')
         ratio = ours_s / grep_s
-        print(f"file: {size / 2**20:.0f} MiB, {found} event(s) found (expected 1)")
+        print(f"shape {args.shape}: {len(paths)} file(s), {size / 2**20:.0f} MiB, {found} event(s) found (expected {expected})")
         print(f"grep -c:   {grep_s:.3f} s")
         print(f"oomdoctor: {ours_s:.3f} s  ({ratio:.1f}x grep; target <= 8x)")
         print(f"peak RSS:  {rss_mib:.0f} MiB (target <= 150 MiB; children max was {before / 1024:.0f} MiB before)")
-        ok = found == 1 and ratio <= 8 and rss_mib <= 150
+        ok = found == expected and ratio <= 8 and rss_mib <= 150
         print("PASS" if ok else "FAIL")
         return 0 if ok else 1
     finally:
         if not args.keep:
-            os.unlink(path)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -154,3 +154,15 @@ def test_rank_named_by_spawn_headers_banners_and_wording():
     assert rank("[rank: 1] " + MSG) == 1
     assert rank("RuntimeError: CUDA out of memory on rank 5 while gathering\n") == 5
     assert rank("step 3\n" + MSG) is None
+
+
+def test_memory_series_stays_bounded_and_keeps_both_ends():
+    from oomdoctor.parse.context import SampleSeries, memory_samples
+
+    lines = [Line(number=i + 1, rank=None, text=f"step {i} memory_allocated: {i} MB", raw="") for i in range(50000)]
+    got = memory_samples(lines, "t.log")
+    cap = SampleSeries.FIRST + SampleSeries.MIDDLE + SampleSeries.LAST
+    assert len(got) <= cap
+    steps = [s.step for s in got]
+    assert steps[:3] == [0, 1, 2] and steps[-1] == 49999 and steps == sorted(steps)
+    assert any(20000 < s < 30000 for s in steps)  # the middle is sampled, not dropped

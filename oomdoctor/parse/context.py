@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -515,8 +516,8 @@ def _count(raw: str) -> int:
     return int(raw.replace(",", ""))
 
 
-def _param_counts(text: str, cfg: dict[str, Value], ev: Evidence) -> None:
-    """trainable_params / total_params from the lines that print them."""
+def _param_counts(text: str, cfg: dict[str, Value], ev: Evidence) -> bool:
+    """trainable_params / total_params from the lines that print them; True when the line printed one."""
     if m := PEFT_PARAMS.search(text):
         cfg["trainable_params"] = Value(value=_count(m["trainable"]), evidence=ev)
         cfg["total_params"] = Value(value=_count(m["total"]), evidence=ev)
@@ -527,39 +528,61 @@ def _param_counts(text: str, cfg: dict[str, Value], ev: Evidence) -> None:
         cfg[key] = Value(value=round(float(m["n"]) * _COUNT_UNIT[m["unit"]]), evidence=ev)
     elif m := MEGATRON_PARAMS.search(text):
         cfg["total_params"] = Value(value=int(m["total"]), evidence=ev)
+    else:
+        return False
+    return True
 
 
 def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
     """Run configuration printed anywhere in the given lines; the last value seen wins."""
     cfg: dict[str, Value] = {}
     stacks: dict[str, Evidence] = {}
+    barren: set[str] = set()  # line shapes (digits dropped) that named no configuration: dense per-step lines
     for ln in lines:
         text = ln.text
         if len(text) > 20000 or "out of memory" in text:
             continue
-        if "=" in text or ":" in text or "--" in text or " " in text:
-            for m in CONFIG_KV.finditer(text):
-                key = _ALIAS_TO_KEY[m["key"]]
-                val = _config_value(key, m["value"])
-                if val is not None:
-                    cfg[key] = Value(value=val, evidence=_ev(source, ln))
-        if "params" in text or "parameters" in text:
-            _param_counts(text, cfg, _ev(source, ln))
-        m = ZERO_STAGE.search(text)
-        if m:
-            cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))
-        m = OFFLOAD.search(text)
-        if m:
-            cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
-        if ("lora" in text.lower() and LORA.search(text)) or "lora_r" in cfg:
-            cfg.setdefault("lora", Value(value=True, evidence=_ev(source, ln)))
-        for name, pat in STACKS.items():
-            if name not in stacks and pat.search(text) and _stack_line_counts(text):
-                stacks[name] = _ev(source, ln)
+        shape = DIGITS.sub("", text)
+        if shape in barren:
+            continue
+        if not _config_line(ln, text, source, cfg, stacks) and len(barren) < BARREN_SHAPES:
+            barren.add(shape)
     if stacks:
         first = min(stacks.values(), key=lambda e: e.line)
         cfg["stacks"] = Value(value=sorted(stacks), evidence=first)
     return cfg
+
+
+DIGITS = regex.compile(r"\d{1,40}")
+BARREN_SHAPES = 4096  # shapes remembered per source
+
+
+def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks: dict[str, Evidence]) -> bool:
+    """The configuration one line prints, into cfg and stacks; True when it printed any."""
+    found = False
+    if "=" in text or ":" in text or "--" in text or " " in text:
+        for m in CONFIG_KV.finditer(text):
+            key = _ALIAS_TO_KEY[m["key"]]
+            val = _config_value(key, m["value"])
+            if val is not None:
+                cfg[key] = Value(value=val, evidence=_ev(source, ln))
+                found = True
+    if ("params" in text or "parameters" in text) and _param_counts(text, cfg, _ev(source, ln)):
+        found = True
+    if m := ZERO_STAGE.search(text):
+        cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))
+        found = True
+    if m := OFFLOAD.search(text):
+        cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
+        found = True
+    if ("lora" in text.lower() and LORA.search(text)) or "lora_r" in cfg:
+        cfg.setdefault("lora", Value(value=True, evidence=_ev(source, ln)))
+        found = True
+    for name, pat in STACKS.items():
+        if pat.search(text) and _stack_line_counts(text):
+            stacks.setdefault(name, _ev(source, ln))
+            found = True
+    return found
 
 
 # ---- per-step memory ---------------------------------------------------------------------------------
@@ -584,9 +607,39 @@ _HAND_UNIT = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB", "bytes": "B", "B":
 HF_MEMORY = regex.compile(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d{1,20}(?:\.\d{1,20})?)")
 
 
+class SampleSeries:
+    """Memory samples kept in bounded space: the first ones, the last ones before the end, and a stride sample
+    of the middle whose stride doubles as it fills, so a run of 10^6 steps keeps its shape in ~2,300 samples."""
+
+    FIRST, MIDDLE, LAST = 256, 1024, 1024
+
+    def __init__(self) -> None:
+        self.first: list[MemorySample] = []
+        self.middle: list[MemorySample] = []
+        self.last: deque[MemorySample] = deque()
+        self.stride, self.passed = 1, 0
+
+    def append(self, sample: MemorySample) -> None:
+        if len(self.first) < self.FIRST:
+            self.first.append(sample)
+            return
+        self.last.append(sample)
+        if len(self.last) > self.LAST:
+            old = self.last.popleft()
+            if self.passed % self.stride == 0:
+                self.middle.append(old)
+                if len(self.middle) > self.MIDDLE:
+                    self.middle, self.stride = self.middle[::2], self.stride * 2
+            self.passed += 1
+
+    def items(self) -> list[MemorySample]:
+        return [*self.first, *self.middle, *self.last]
+
+
 def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
-    """Per-step memory lines (DeepSpeed, Megatron, torchtitan), each with the step printed before it."""
-    out: list[MemorySample] = []
+    """Per-step memory lines (DeepSpeed, Megatron, torchtitan, hand-written prints), each with the step printed
+    before it, in bounded space (SampleSeries)."""
+    out = SampleSeries()
     last_step: int | None = None
     for ln in lines:
         text = ln.text
@@ -618,7 +671,7 @@ def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
         if ("mem" in text or "llocated" in text or "eserved" in text) and not OOM_TEXT.search(text) \
                 and (sample := _hand_sample(ln, last_step, source)):
             out.append(sample)
-    return out
+    return out.items()
 
 
 def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None:
