@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" ERROR {r.error}" if r.error else ""))
     columns = {"dev": dev, "held-out": held} if args.final else {"dev": dev}
     columns["synthetic"] = [r for r in rows if r.group == "synthetic"]
+    columns["generated"] = [r for r in rows if r.group == "generated"]
     print(table(columns))
     benign = [r for r in rows if r.group == "benign"]
     alarms = [r.name for r in benign if r.events_found or r.fired]

@@ -166,3 +166,8 @@ def test_memory_series_stays_bounded_and_keeps_both_ends():
     steps = [s.step for s in got]
     assert steps[:3] == [0, 1, 2] and steps[-1] == 49999 and steps == sorted(steps)
     assert any(20000 < s < 30000 for s in steps)  # the middle is sampled, not dropped
+
+
+def test_lightning_bars_give_the_training_loops_counter_across_epochs():
+    assert one("Epoch 2:  40%|####      | 4/10 [00:01<00:02, 3.1it/s, train_loss=0.5]\n" + MSG).step == 24
+    assert one("Epoch 1/2  ━━━━━━━━━━━━━━━━━━━━ 10/10 0:00:00 • 0:00:00 250.00it/s\n" + MSG).step == 20

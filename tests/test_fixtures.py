@@ -22,7 +22,7 @@ KNOWN_GAPS = {
     "mix-ncrfpp-thcudacheck-backward.log": "phase: Python 2 traceback after a THCudaCheck line",
 }
 
-LOGS = sidecars("reconstructed", "synthetic", "benign")
+LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
 
 @pytest.mark.parametrize("log", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])

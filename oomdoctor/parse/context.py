@@ -15,7 +15,10 @@ from oomdoctor.units import UnitError, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
 TQDM = regex.compile(r"(?P<pct>\d{1,3})%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[")
-LIGHTNING = regex.compile(r"^Epoch (?P<epoch>\d{1,20}):\s{0,4}\d{1,3}%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})")
+# Lightning's bars count batches within the epoch: tqdm "Epoch 1:  40%|####  | 4/10" and Rich "Epoch 1/2 ━━━ 4/10".
+LIGHTNING = regex.compile(
+    r"^Epoch (?P<epoch>\d{1,20})(?::\s{0,4}\d{1,3}%\|[^|\n]{0,160}\||/\d{1,20}\s{1,4}[━╸╺─ ]{0,400})\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})"
+)
 STEP_PATTERNS = (
     regex.compile(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     regex.compile(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
@@ -116,8 +119,8 @@ def step_of(line: Line) -> tuple[int, int | None, bool] | None:
     if FRAME.match(text) or text.lstrip().startswith(("at ", "#")):
         return None
     m = LIGHTNING.search(text)
-    if m:
-        return int(m["n"]), int(m["total"]), True
+    if m:  # the training loop's counter: batches of the epochs before, plus this one's
+        return int(m["epoch"]) * int(m["total"]) + int(m["n"]), int(m["total"]), True
     if "|" in text and "/" in text:
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
