@@ -171,3 +171,12 @@ def test_memory_series_stays_bounded_and_keeps_both_ends():
 def test_lightning_bars_give_the_training_loops_counter_across_epochs():
     assert one("Epoch 2:  40%|####      | 4/10 [00:01<00:02, 3.1it/s, train_loss=0.5]\n" + MSG).step == 24
     assert one("Epoch 1/2  ━━━━━━━━━━━━━━━━━━━━ 10/10 0:00:00 • 0:00:00 250.00it/s\n" + MSG).step == 20
+
+
+def test_a_forward_inside_an_optimizer_closure_is_not_the_optimizer():
+    tb = ('Traceback (most recent call last):\n'
+          '  File "/site-packages/torch/optim/adamw.py", line 210, in step\n    loss = closure()\n'
+          '  File "/site-packages/lightning/pytorch/loops/optimization/automatic.py", line 146, in closure\n'
+          '    step_output = self._step_fn()\n'
+          '  File "train.py", line 20, in training_step\n    out = self.net(x)\n' + MSG)
+    assert one(tb).operation is None and one(tb).phase == "train"

@@ -323,6 +323,9 @@ OPTIMIZER_FILE = regex.compile(r"_optimizer\.py\b|/zero/stage")  # their step() 
 OPTIMIZER_FUNCS = frozenset({"initialize_optimizer_states", "optimizer_step", "_optimizer_step", "_do_optimizer_step",
                              "_init_group", "_single_tensor_adamw", "_multi_tensor_adamw", "_single_tensor_adam",
                              "_multi_tensor_adam", "_fused_adamw", "_fused_adam"})
+# The model's forward: innermost of these, the failure is in the forward pass whatever encloses it.
+FORWARD_FUNCS = frozenset({"forward", "_call_impl", "_wrapped_call_impl", "training_step", "validation_step",
+                           "compute_loss", "_training_step", "closure", "_forward"})
 BACKWARD_FUNCS = frozenset({"backward", "run_backward", "_engine_run_backward"})
 # The failing statement (a traceback's code line) allocates an attention key/value cache.
 KV_STATEMENT = regex.compile(
@@ -363,6 +366,8 @@ def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | 
         return "attention", frames[-1][1]
     for func, ln in reversed(frames):
         name = func.rsplit(".", 1)[-1]
+        if name in FORWARD_FUNCS:
+            break  # a forward pass, even one run inside optimizer.step(closure) as Lightning does
         if name in OPTIMIZER_FUNCS or OPTIMIZER_PACKAGE.search(ln.text) \
                 or (name in ("step", "__init__") and OPTIMIZER_FILE.search(ln.text)):
             return "optimizer", ln
