@@ -180,3 +180,14 @@ def test_a_forward_inside_an_optimizer_closure_is_not_the_optimizer():
           '    step_output = self._step_fn()\n'
           '  File "train.py", line 20, in training_step\n    out = self.net(x)\n' + MSG)
     assert one(tb).operation is None and one(tb).phase == "train"
+
+
+def test_ranks_reach_events_from_spawn_headers_and_the_elastic_root_cause():
+    spawn = ("torch.multiprocessing.spawn.ProcessRaisedException: \n\n-- Process 3 terminated with the following error:\n"
+             'Traceback (most recent call last):\n  File "train.py", line 5, in run\n    loss.backward()\n' + MSG)
+    assert one(spawn).rank == 3
+    elastic = (MSG + "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+               "Root Cause (first observed failure):\n[0]:\n  time      : 2024-01-01_00:00:00\n  host      : node1\n"
+               "  rank      : 5 (local_rank: 5)\n  exitcode  : 1 (pid: 123)\n")
+    e = one(elastic)
+    assert (e.rank, e.root_cause) == (5, True)

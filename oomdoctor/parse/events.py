@@ -368,6 +368,9 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             run += 1
         last_line_idx = hit.idx
         rank = first.rank
+        rank_ev = None
+        if rank is None and hit.kind != "host_oom" and (named := ctx.rank_near(lines, hit.idx)):
+            rank, rank_ev = named[0], ctx._ev(source, named[1])
         if hit.text not in figures_of:  # a repeated message is read once
             if len(figures_of) >= MEMO_ENTRIES:
                 figures_of.clear()
@@ -421,6 +424,8 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             evidence["step"] = step.evidence
         if phase_ev:
             evidence["phase"] = phase_ev
+        if rank_ev:
+            evidence["rank"] = rank_ev
         if hit.kind == "host_oom" and rank is None:
             rank = _block_rank(lines, hit.idx)
         if hit.kind == "nccl":
@@ -445,6 +450,13 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         )
         seen[key] = len(events)
         events.append(ev)
+    if root_rank is not None:
+        unranked = [k for k, e in enumerate(events) if e.rank is None and e.kind != "host_oom"]
+        if len(unranked) == 1 and not any(e.rank is not None for e in events if e.kind != "host_oom"):
+            k = unranked[0]  # torchelastic names the failing rank; the message itself carried no prefix
+            events[k] = events[k].model_copy(update={
+                "rank": root_rank.value, "root_cause": True,
+                "evidence": {**events[k].evidence, "rank": root_rank.evidence}})
     run_ctx = RunContext(
         source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source)),
         eval_lines=tuple(ctx._ev(source, ln) for ln in lines if ctx.EVAL_BANNER.search(ln.text)),
