@@ -1,0 +1,185 @@
+"""PyTorch CUDA memory snapshots (`torch.cuda.memory._dump_snapshot` pickles), read safely and summarised.
+
+A pickle can run code when it is loaded, so snapshots are read with an unpickler that refuses every global:
+the format needs only dicts, lists, strings and numbers. The summary is what the allocator knew at the time:
+per device the segments, reserved and allocated bytes, the largest free block, the bytes stranded in
+partly-used segments, and the `oom` trace entries (request size and the device's free memory).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from oomdoctor.errors import InputError
+from oomdoctor.parse.model import Frozen
+
+PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")  # protocols 2-5 start with PROTO n
+TOP_FRAMES = 5  # allocations grouped by their innermost Python frame: how many groups a summary keeps
+
+
+class SnapshotError(InputError):
+    """A snapshot that cannot be read safely: not a pickle, a hostile pickle, or not a memory snapshot."""
+
+
+class _Refusing(pickle.Unpickler):
+    """An unpickler for plain data only: any global (class, function) is refused before it can run."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise SnapshotError(f"the pickle names {module}.{name}; a memory snapshot never does",
+                            tip="only load snapshots written by torch.cuda.memory._dump_snapshot")
+
+
+class OomEntry(Frozen):
+    """An `oom` trace entry: the allocator's failure as it recorded it."""
+
+    device: int
+    requested_bytes: int
+    device_free_bytes: int | None = None
+
+
+class FrameGroup(Frozen):
+    """Live allocations grouped by the innermost Python frame that made them."""
+
+    frame: str
+    bytes: int
+    count: int
+
+
+class DeviceSummary(Frozen):
+    """One device's allocator state in the snapshot."""
+
+    device: int
+    segments: int
+    reserved_bytes: int
+    allocated_bytes: int
+    inactive_bytes: int  # free blocks inside reserved segments
+    largest_free_block_bytes: int
+    stranded_bytes: int  # free blocks inside segments that also hold live blocks (cannot be released)
+    expandable_segments: bool | None = None
+    top_frames: tuple[FrameGroup, ...] = ()
+
+
+class SnapshotSummary(Frozen):
+    """What a snapshot says, per device, plus its `oom` entries."""
+
+    source: str
+    format: str  # "dict" (segments + device_traces) or "segment-list" (a bare list of segments)
+    devices: tuple[DeviceSummary, ...] = ()
+    ooms: tuple[OomEntry, ...] = ()
+    trace_entries: int = 0
+    allocator_settings: dict[str, Any] = Field(default_factory=dict)
+
+
+def looks_like_pickle(head: bytes) -> bool:
+    """True when the bytes start like a pickle of protocol 2 or later."""
+    return head[:2] in PICKLE_MAGIC
+
+
+def load(path: str | Path) -> Any:
+    """The snapshot's plain data; SnapshotError for anything that is not plain data."""
+    try:
+        with open(path, "rb") as f:
+            return _Refusing(f).load()
+    except SnapshotError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, MemoryError) as exc:
+        raise SnapshotError(f"not a readable pickle ({type(exc).__name__}: {exc})", where=str(path),
+                            tip="pass the file torch.cuda.memory._dump_snapshot wrote") from exc
+
+
+def loads(data: bytes) -> Any:
+    """As `load`, from bytes."""
+    return load_stream(io.BytesIO(data))
+
+
+def load_stream(stream: io.BufferedIOBase) -> Any:
+    try:
+        return _Refusing(stream).load()
+    except SnapshotError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, MemoryError) as exc:
+        raise SnapshotError(f"not a readable pickle ({type(exc).__name__}: {exc})") from exc
+
+
+def _frame_of(block: dict) -> str:
+    frames = block.get("frames") or []
+    if not frames and block.get("history"):
+        frames = (block["history"][-1] or {}).get("frames") or []
+    for fr in frames:  # innermost first; skip the allocator's own C++ and torch internals
+        name = str(fr.get("filename", ""))
+        if name and not name.startswith("??") and "/torch/" not in name and not name.endswith((".cpp", ".h")):
+            return f"{name}:{fr.get('line', '?')} {fr.get('name', '')}".strip()
+    return "<no python frame recorded>"
+
+
+def _device_summary(device: int, segments: Iterable[dict]) -> DeviceSummary:
+    segs = list(segments)
+    reserved = allocated = inactive = largest = stranded = 0
+    expandable: bool | None = None
+    by_frame: dict[str, list[int]] = {}
+    for seg in segs:
+        reserved += int(seg.get("total_size", 0))
+        if "is_expandable" in seg:
+            expandable = bool(expandable) or bool(seg["is_expandable"])
+        blocks = seg.get("blocks") or []
+        live = any(str(b.get("state", "")).startswith("active") for b in blocks)
+        for b in blocks:
+            size = int(b.get("size", 0))
+            state = str(b.get("state", ""))
+            if state == "active_allocated":
+                allocated += size
+                group = by_frame.setdefault(_frame_of(b), [0, 0])
+                group[0] += size
+                group[1] += 1
+            elif state == "inactive":
+                inactive += size
+                largest = max(largest, size)
+                if live:
+                    stranded += size
+    top = sorted(by_frame.items(), key=lambda kv: -kv[1][0])[:TOP_FRAMES]
+    return DeviceSummary(device=device, segments=len(segs), reserved_bytes=reserved, allocated_bytes=allocated,
+                         inactive_bytes=inactive, largest_free_block_bytes=largest, stranded_bytes=stranded,
+                         expandable_segments=expandable,
+                         top_frames=tuple(FrameGroup(frame=f, bytes=b, count=c) for f, (b, c) in top))
+
+
+def summarize(data: Any, source: str = "<snapshot>") -> SnapshotSummary:
+    """The summary of a loaded snapshot (either format); SnapshotError when it is not a memory snapshot."""
+    if isinstance(data, list):
+        fmt, segments, traces, settings = "segment-list", data, [], {}
+    elif isinstance(data, dict) and "segments" in data:
+        fmt, segments = "dict", data.get("segments") or []
+        traces, settings = data.get("device_traces") or [], data.get("allocator_settings") or {}
+    else:
+        raise SnapshotError("a pickle, but not a CUDA memory snapshot (no segments)", where=source,
+                            tip="pass the file torch.cuda.memory._dump_snapshot wrote")
+    if not all(isinstance(s, dict) for s in segments):
+        raise SnapshotError("segments are not mappings", where=source, tip="the snapshot is damaged")
+    per_device: dict[int, list[dict]] = {}
+    for seg in segments:
+        per_device.setdefault(int(seg.get("device", 0)), []).append(seg)
+    ooms = []
+    entries = 0
+    for device, trace in enumerate(traces):
+        entries += len(trace or [])
+        for entry in trace or []:
+            if isinstance(entry, dict) and entry.get("action") == "oom":
+                free = entry.get("device_free")
+                ooms.append(OomEntry(device=device, requested_bytes=int(entry.get("size", 0)),
+                                     device_free_bytes=int(free) if free is not None else None))
+    return SnapshotSummary(
+        source=source, format=fmt, devices=tuple(_device_summary(d, s) for d, s in sorted(per_device.items())),
+        ooms=tuple(ooms), trace_entries=entries,
+        allocator_settings={k: v for k, v in settings.items() if isinstance(v, (int, float, str, bool))},
+    )
+
+
+def read(path: str | Path) -> SnapshotSummary:
+    """Load and summarise one snapshot file."""
+    return summarize(load(path), source=str(path))

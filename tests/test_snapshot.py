@@ -1,0 +1,80 @@
+"""Memory snapshots: read with a refusing unpickler, summarised to the figures the shared README measured."""
+
+from __future__ import annotations
+
+import pickle
+import resource
+from pathlib import Path
+
+import pytest
+
+from oomdoctor.parse.snapshot import SnapshotError, loads, read, summarize
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "snapshots"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="third-party snapshots live in ../shared/data/snapshots")
+
+# file -> (reserved, allocated, largest free block) over all devices, as measured in DATA/README.md
+MEASURED = {
+    "Constructor-Sun-code_location-oom-3gpu.pickle": (114_628_231_168, 28_728_827_904, 27_493_662_720),
+    "hlinander-equivariant-posteriors-oom-observer.pickle": (40_691_040_256, 39_293_964_288, 147_062_784),
+    "Yiyi-philosophy-LLM-inference-oom-history.pickle": (11_844_714_496, 11_840_159_744, 2_080_768),
+    "Wedsonlin-assignment2-systems-medium1024-train.pickle": (25_178_406_912, 6_874_481_152, 268_435_456),
+    "cranberrii-ftcourse-snapshot.pickle": (6_471_811_072, 2_297_283_072, 130_023_424),
+    "Maphsge4-select_n-snapshot.pickle": (18_566_086_656, 16_199_101_440, 2_097_152_000),
+    "volcengine-verl-mem.pickle": (26_189_234_176, 24_916_034_560, 272_629_760),
+    "Muduard-LayoutEditing-segment-list.pickle": (3_649_044_480, 3_353_639_424, 31_457_280),
+}
+
+
+@needs_data
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_real_snapshots_match_the_measured_figures(name):
+    s = read(DATA / name)
+    reserved, allocated, largest = MEASURED[name]
+    assert sum(d.reserved_bytes for d in s.devices) == reserved
+    assert sum(d.allocated_bytes for d in s.devices) == allocated
+    assert max(d.largest_free_block_bytes for d in s.devices) == largest
+
+
+@needs_data
+def test_the_oom_entry_is_found_with_its_request_and_free_memory():
+    s = read(DATA / "Constructor-Sun-code_location-oom-3gpu.pickle")
+    assert [(o.device, o.requested_bytes, o.device_free_bytes) for o in s.ooms] == [(1, 5_308_694_528, 95_682_560)]
+
+
+@needs_data
+def test_a_snapshot_is_read_within_a_bounded_multiple_of_its_size():
+    path = DATA / "Wedsonlin-assignment2-systems-medium1024-train.pickle"
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    read(path)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    assert grown <= 20 * path.stat().st_size  # Python objects, not the browser viewer's 100x; 2x needs a stream parser
+
+
+def test_a_pickle_that_names_any_global_is_refused():
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with pytest.raises(SnapshotError, match="names builtins.print"):
+        loads(pickle.dumps(Evil(), protocol=4))
+    with pytest.raises(SnapshotError, match="names"):
+        loads(pickle.dumps({"segments": [], "x": Path("/")}, protocol=4))
+
+
+def test_plain_data_that_is_not_a_snapshot_is_refused():
+    with pytest.raises(SnapshotError, match="not a CUDA memory snapshot"):
+        summarize({"weights": [1, 2, 3]})
+    with pytest.raises(SnapshotError, match="not a readable pickle"):
+        loads(b"\x80\x04garbage")
+
+
+def test_stranded_bytes_are_free_blocks_beside_live_ones():
+    seg = {"device": 0, "total_size": 100, "blocks": [
+        {"size": 60, "state": "active_allocated", "frames": [{"filename": "train.py", "line": 9, "name": "step"}]},
+        {"size": 40, "state": "inactive"}]}
+    empty = {"device": 0, "total_size": 50, "blocks": [{"size": 50, "state": "inactive"}]}
+    (d,) = summarize({"segments": [seg, empty], "device_traces": [[]]}).devices
+    assert (d.reserved_bytes, d.allocated_bytes, d.inactive_bytes, d.stranded_bytes, d.largest_free_block_bytes) == (
+        150, 60, 90, 40, 50)
+    assert d.top_frames[0].frame == "train.py:9 step"
