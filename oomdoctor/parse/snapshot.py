@@ -151,8 +151,10 @@ def _device_summary(device: int, segments: Iterable[dict]) -> DeviceSummary:
 
 def summarize(data: Any, source: str = "<snapshot>") -> SnapshotSummary:
     """The summary of a loaded snapshot (either format); SnapshotError when it is not a memory snapshot."""
+    traces: list[Any] = []
+    settings: dict[str, Any] = {}
     if isinstance(data, list):
-        fmt, segments, traces, settings = "segment-list", data, [], {}
+        fmt, segments = "segment-list", data
     elif isinstance(data, dict) and "segments" in data:
         fmt, segments = "dict", data.get("segments") or []
         traces, settings = data.get("device_traces") or [], data.get("allocator_settings") or {}
