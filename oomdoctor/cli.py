@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -57,7 +58,11 @@ def diagnose(
     from oomdoctor.report import render
 
     try:
-        facts = parse_files(logs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            facts = parse_files(logs)
+        for w in caught:  # undecodable bytes and the like: said once per file, the work goes on
+            typer.echo(f"oomdoctor: warning: {w.message}", err=True)
         diagnoses = ()
         if not no_rules and facts.events:
             from oomdoctor.engine.engine import diagnose as run_rules

@@ -72,8 +72,8 @@ BAD = {
     "directory": (lambda p: p, "is a directory"),
     "empty": (lambda p: put(p / "e.log", b""), "empty file"),
     "binary": (lambda p: put(p / "x.bin", bytes(range(256)) * 64), "binary data"),
-    "utf16": (lambda p: put(p / "u.log", ("x" * 100 + OOM).encode("utf-16")), "UTF-16"),
-    "latin1": (lambda p: put(p / "l.log", b"caf\xe9 au lait\n" + OOM.encode()), "not valid UTF-8"),
+    "elf": (lambda p: put(p / "a.out", b"\x7fELF\x02\x01\x01" + bytes(200)), "binary data"),
+    "nul_only": (lambda p: put(p / "z.log", bytes(4096)), "binary data"),
     "truncated_gzip": (lambda p: put(p / "t.log.gz", gzip.compress(OOM.encode() * 2000)[:300]), "damaged gzip"),
 }
 
@@ -87,6 +87,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     lines = r.stderr.decode().strip().splitlines()
     assert lines[0].startswith("oomdoctor: error: ") and words in lines[0], lines
     assert "Traceback" not in r.stderr.decode()
+
+
+def test_undecodable_bytes_utf16_and_nul_padding_are_read_not_refused(tmp_path):
+    latin1 = put(tmp_path / "l.log", b"caf\xe9 au lait\n" + OOM.encode())
+    r = run("diagnose", str(latin1), "--format", "json")
+    assert r.returncode == 0 and len(json.loads(r.stdout)["events"]) == 1
+    assert "warning: " in r.stderr.decode() and "not valid UTF-8 (byte 0xe9)" in r.stderr.decode()
+    for name, data in (("u16.log", ("x" * 100 + "\n" + OOM).encode("utf-16")),
+                       ("u16le.log", ("x" * 100 + "\n" + OOM).encode("utf-16-le")),
+                       ("padded.log", OOM.encode() + bytes(8192))):
+        r = run("diagnose", str(put(tmp_path / name, data)), "--format", "json")
+        assert r.returncode == 0, (name, r.stderr)
+        assert json.loads(r.stdout)["events"][0]["requested_bytes"] > 0, name
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")

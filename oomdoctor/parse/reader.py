@@ -9,11 +9,13 @@ bounded by the chunk size plus the windows, whatever the file size.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import os
 import stat
 import sys
+import warnings
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -128,26 +130,62 @@ def _read(stream: io.BufferedIOBase, name: str, size: int) -> bytes:
         raise InputError(f"cannot read: {exc}", where=name) from None
 
 
-def check_text(head: bytes, name: str) -> None:
-    """Reject what is not a UTF-8 text log: UTF-16, binary data, invalid UTF-8."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) > 64 and head[1:64:2].count(0) > 24):
-        raise InputError("this is UTF-16 text, not UTF-8", where=name,
-                         tip=f"convert it first: iconv -f UTF-16 -t UTF-8 {name} > log.txt")
+class DecodeWarning(UserWarning):
+    """Bytes that are not UTF-8 were replaced by U+FFFD; the rest of the log is read as usual."""
+
+
+ELF_MAGIC = b"\x7fELF"
+BINARY_CONTROLS = (1, 2, 3, 4, 5, 6, 14, 15, 16, 17)
+
+
+def text_encoding(head: bytes, name: str) -> str:
+    """"utf-8" or "utf-16" for the head of a log; InputError for what is not text at all.
+
+    Stray bytes that are not UTF-8 (one Latin-1 byte, a cut multi-byte character) are replaced with a
+    warning, never a refusal; NUL padding after the text (a crash while the file was being written) is text.
+    """
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    if len(head) > 64 and head[1:64:2].count(0) > 24 and head[0:64:2].count(0) < 4:
+        return "utf-16"  # UTF-16-LE without a BOM: ASCII text with every other byte NUL
     sample = head[:65536]
-    if sample.count(0) > 16 or sum(sample.count(c) for c in (1, 2, 3, 4, 5, 6, 14, 15, 16, 17)) > len(sample) // 20:
+    body = sample.rstrip(b"\0")
+    if sample.startswith(ELF_MAGIC) or (sample and not body):
+        raise InputError("binary data, not a text log", where=name,
+                         tip="pass the training log (stdout/stderr of the run), not a program, checkpoint or archive")
+    if body.count(0) > 16 or sum(body.count(c) for c in BINARY_CONTROLS) > len(body) // 20:
         raise InputError("binary data, not a text log", where=name,
                          tip="pass the training log (stdout/stderr of the run), not a checkpoint or archive")
-    cut = len(sample)
-    while cut and cut > len(sample) - 4:  # a multi-byte character may straddle the sample's end
-        try:
-            sample[:cut].decode("utf-8")
-            return
-        except UnicodeDecodeError as exc:
-            if exc.start < cut - 4:
-                line = sample.count(b"\n", 0, exc.start) + 1
-                raise InputError(f"not valid UTF-8 (byte 0x{sample[exc.start]:02x})", where=f"{name}:{line}",
-                                 tip=f"convert it first: iconv -f LATIN1 -t UTF-8 {name} > log.txt") from None
-            cut -= 1
+    try:
+        body[: len(body) - 4].decode("utf-8")  # a multi-byte character may straddle the sample's end
+    except UnicodeDecodeError as exc:
+        line = body.count(b"\n", 0, exc.start) + 1
+        warnings.warn(DecodeWarning(f"{name}:{line}: not valid UTF-8 (byte 0x{body[exc.start]:02x}); "
+                                    "such bytes are shown as \ufffd"), stacklevel=2)
+    return "utf-8"
+
+
+class _Utf16AsUtf8(io.RawIOBase):
+    """A UTF-16 stream read as UTF-8, chunk by chunk (Windows PowerShell writes logs in UTF-16)."""
+
+    def __init__(self, raw: io.BufferedIOBase, head: bytes):
+        self._raw = raw
+        bom = head.startswith((b"\xff\xfe", b"\xfe\xff"))
+        self._decoder = codecs.getincrementaldecoder("utf-16" if bom else "utf-16-le")(errors="replace")
+        self._pending = self._decoder.decode(head).encode("utf-8")
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._pending) < size:
+            chunk = self._raw.read(CHUNK_BYTES)
+            self._pending += self._decoder.decode(chunk or b"", final=not chunk).encode("utf-8")
+            if not chunk:
+                break
+        n = len(self._pending) if size < 0 else size
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return out
 
 
 def decode(data: bytes) -> str:
@@ -176,7 +214,9 @@ def _scan_stream(stream: io.BufferedIOBase, name: str) -> Iterator[Region]:
     first = _read(stream, name, CHUNK_BYTES)
     if not first:
         raise InputError("empty file", where=name, tip="pass the log of the failed run")
-    check_text(first, name)
+    if text_encoding(first, name) == "utf-16":
+        stream = _Utf16AsUtf8(stream, first)  # type: ignore[assignment]
+        first = _read(stream, name, CHUNK_BYTES)
     buf = b""  # data kept from earlier chunks (back context and windows still waiting for forward context)
     buf_line = 1  # line number of buf[0]
     searched = 0  # offset in the current data up to which anchors were searched
