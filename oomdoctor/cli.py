@@ -2,19 +2,58 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import warnings
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from oomdoctor import __version__
-from oomdoctor.errors import EXIT_BAD_INPUT, EXIT_NO_OOM, EXIT_OK, OomdoctorError
+from oomdoctor.errors import EXIT_NO_OOM, EXIT_OK, OomdoctorError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+HELP = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP,
                   help="A post-mortem doctor for GPU out-of-memory failures in training logs.")
+
+
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+def use_color(choice: Color, output: Path | None) -> bool:
+    """Colour for the text report: `always`, `never`, or (auto) a terminal with NO_COLOR unset."""
+    if choice is Color.always:
+        return True
+    if choice is Color.never or output is not None or os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
+
+
+def text_width(output: Path | None) -> int:
+    """Columns for the text report: the terminal's, else $COLUMNS, else 80."""
+    if output is None and sys.stdout.isatty():
+        return shutil.get_terminal_size((80, 24)).columns
+    cols = os.environ.get("COLUMNS", "")
+    return int(cols) if cols.isdigit() and 20 <= int(cols) <= 1000 else 80
+
+
+def check_output(output: Path | None) -> None:
+    """Fail before any work when the report could not be written."""
+    if output is None:
+        return
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise OomdoctorError("the folder for the report does not exist", where=str(output),
+                             tip=f"create it first: mkdir -p {parent}")
+    if output.is_dir():
+        raise OomdoctorError("is a directory", where=str(output), tip="name a file, e.g. report.html")
+    if not os.access(parent, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+        raise OomdoctorError("cannot write here: permission denied", where=str(output), tip="choose another path")
 
 
 class Format(str, Enum):
@@ -32,7 +71,7 @@ def fail(err: OomdoctorError) -> None:
     raise typer.Exit(err.exit_code)
 
 
-def _write(text: str, output: Optional[Path]) -> None:
+def _write(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -48,9 +87,11 @@ def _write(text: str, output: Optional[Path]) -> None:
 def diagnose(
     logs: list[str] = typer.Argument(..., metavar="LOG...", help="training logs (.gz ok); - reads standard input"),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="text, markdown, json or html"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write the report to this file"),
     rules: list[Path] = typer.Option([], "--rules", help="a directory of extra rules (same id overrides)"),
     no_rules: bool = typer.Option(False, "--no-rules", help="only extract the events; skip the diagnosis"),
+    color: Color = typer.Option(Color.auto, "--color", help="colour the text report: auto, always or never"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="text: print only the one-line verdict"),
 ) -> None:
     """Find every OOM in the logs, explain why it happened and what to change."""
     from oomdoctor.diagnosis import Report
@@ -58,31 +99,47 @@ def diagnose(
     from oomdoctor.report import render
 
     try:
+        check_output(output)
+        registry = None if no_rules else _load_rules(rules)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             facts = parse_files(logs)
         for w in caught:  # undecodable bytes and the like: said once per file, the work goes on
             typer.echo(f"oomdoctor: warning: {w.message}", err=True)
-        diagnoses = ()
-        if not no_rules and facts.events:
-            from oomdoctor.engine.engine import diagnose as run_rules
+        diagnoses: tuple = ()
+        if registry is not None and facts.events:
+            from oomdoctor.engine.engine import diagnose_with
 
-            diagnoses = run_rules(facts, rules)
+            diagnoses = diagnose_with(facts, registry)
     except OomdoctorError as err:
         fail(err)
     report = Report(events=facts.events, diagnoses=tuple(diagnoses), runs=facts.runs)
-    color = fmt is Format.text and output is None and sys.stdout.isatty()
-    _write(render(report, fmt.value, color=color), output)
+    text = render(report, fmt.value, color=use_color(color, output) and fmt is Format.text,
+                  width=text_width(output), quiet=quiet)
+    _write(text, output)
     raise typer.Exit(EXIT_OK if facts.events else EXIT_NO_OOM)
+
+
+def _load_rules(rules: list[Path]) -> dict:
+    """The rule registry; a bad pack is a user error (exit 2) naming its first problem with file:line."""
+    from oomdoctor.engine.loader import RuleLoadError, load_rules
+
+    try:
+        return load_rules(rules)
+    except RuleLoadError as exc:
+        first = exc.errors[0]
+        more = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
+        raise OomdoctorError(f"{first.message}{more}", where=f"{first.path}:{first.line}",
+                             tip=first.tip or "run `oomdoctor rules check DIR` to see every problem") from None
 
 
 @app.command()
 def verify(
     config: Path = typer.Option(..., "--config", "-c", help="the replay configuration (YAML)"),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="text or json"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write the report to this file"),
     max_batch: bool = typer.Option(False, "--max-batch", help="search the largest per-device batch that fits"),
-    device: Optional[str] = typer.Option(None, "--device", help="override the config: auto, cuda or sim"),
+    device: str | None = typer.Option(None, "--device", help="override the config: auto, cuda or sim"),
 ) -> None:
     """Replay the failing step under the failing GPU's memory limit and show which fixes fit."""
     from oomdoctor.verify.command import run
@@ -127,7 +184,7 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(EXIT_OK)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence
+    except Exception as exc:
         typer.echo(f"oomdoctor: internal error: {type(exc).__name__}: {exc}", err=True)
         typer.echo("tip: please report this with the log that caused it; OOMDOCTOR_DEBUG=1 shows the traceback",
                    err=True)

@@ -7,8 +7,8 @@ from oomdoctor.diagnosis import Report
 FORMATS = ("text", "markdown", "json", "html")
 
 
-def render(report: Report, fmt: str, color: bool = False) -> str:
-    """The report in one of FORMATS."""
+def render(report: Report, fmt: str, color: bool = False, width: int | None = None, quiet: bool = False) -> str:
+    """The report in one of FORMATS (`width`, `quiet`: text only)."""
     if fmt == "json":
         from oomdoctor.report.json_report import render as r
     elif fmt == "markdown":
@@ -18,5 +18,5 @@ def render(report: Report, fmt: str, color: bool = False) -> str:
     else:
         from oomdoctor.report.text import render as text_render
 
-        return text_render(report, color=color)
+        return text_render(report, color=color, width=width, quiet=quiet)
     return r(report)

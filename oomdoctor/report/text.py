@@ -1,9 +1,14 @@
-"""The terminal report: each event's figures, then the causes best first, with evidence and fixes."""
+"""The terminal report: a one-line verdict, each event's figures, then the causes best first, with evidence and fixes.
+
+Everything quoted from a log or a file name is plain text here: it is never read as rich markup (`[/INST]`,
+`[link=…]`, `[rank0]` print as they are) and its escape codes and control characters are removed.
+"""
 
 from __future__ import annotations
 
 import io
 
+import regex
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +23,31 @@ _FIGURES = (
     ("reserved_unallocated_bytes", "reserved but unallocated"), ("process_in_use_bytes", "this process (all)"),
     ("allowed_bytes", "allowed (memory fraction)"), ("private_pools_bytes", "in private pools"),
 )
+# Escape sequences (7-bit and 8-bit CSI/OSC, ESC c …) and control characters other than tab.
+_UNSAFE = regex.compile(r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|\x9b[0-9;:?]*[ -/]*[@-~]"
+                        r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+DEFAULT_WIDTH = 80  # when the output is not a terminal and COLUMNS is unset
+MESSAGE_CHARS = 300  # how much of the OOM message the report quotes
+EVIDENCE_CHARS = 160
+
+
+def clean(text: str) -> str:
+    """Log text made safe for a terminal: escape sequences and control characters removed."""
+    return _UNSAFE.sub("", text)
+
+
+def _plain(text: str, style: str = "") -> Text:
+    """Text that rich prints as it is (no markup, no highlighting)."""
+    return Text(clean(text), style=style)
+
+
+def _indented(console: Console, label: str, text: str, style: str = "") -> None:
+    """`label text`, with continuation lines indented under the text, wrapped at the console width on words."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text(label, style="dim"), _plain(text, style))
+    console.print(grid)
 
 
 def _where(e: OOMEvent) -> str:
@@ -33,12 +63,32 @@ def _where(e: OOMEvent) -> str:
     return " · ".join(parts)
 
 
+def verdict(report: Report) -> str:
+    """One line: how many OOMs, where, the most likely cause and the first fix."""
+    events = report.events
+    if not events:
+        return "No out-of-memory failure found."
+    e = events[0]
+    where = [f"{len(events)} OOM" + ("s" if len(events) > 1 else "")]
+    where += [f"rank {e.rank}"] if e.rank is not None else []
+    where += [f"GPU {e.gpu_index}"] if e.gpu_index is not None else []
+    where += [f"step {e.step}"] if e.step is not None else []
+    where += [e.phase] if e.phase != "unknown" else []
+    top = report.diagnoses[0] if report.diagnoses else None
+    if top is None:
+        return " · ".join(where) + " · no rule explains it"
+    cause = f"most likely: {top.category} ({top.confidence:.0%})" if top.role != "hypothesis" \
+        else f"possibly: {top.category} ({top.confidence:.0%})"
+    fix = f" → {top.fixes[0].id}" if top.fixes else ""
+    return clean(" · ".join(where) + " · " + cause + fix)
+
+
 def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
     title = Text(f"OOM {i + 1}/{n}  {e.kind}", style="bold red" if e.fatal else "bold yellow")
     if not e.fatal:
         title.append("  (non-fatal: training went on)", style="yellow")
     console.print(title)
-    console.print(f"  {_where(e)}", style="dim")
+    _indented(console, " ", _where(e), "dim")
     table = Table(show_header=False, box=None, padding=(0, 2))
     for key, label in _FIGURES:
         value = getattr(e, key)
@@ -50,21 +100,33 @@ def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
         table.add_row(f"  process {p.pid}", format_bytes(p.bytes) + flag)
     if table.row_count:
         console.print(table)
-    console.print(f"  {e.message[:300]}{'…' if len(e.message) > 300 else ''}", style="dim", highlight=False)
+    message = e.message[:MESSAGE_CHARS] + ("…" if len(e.message) > MESSAGE_CHARS else "")
+    _indented(console, " ", message, "dim")
 
 
-def _diagnosis(console: Console, d: Diagnosis) -> None:
+def _diagnosis(console: Console, d: Diagnosis, event: OOMEvent) -> None:
     style = {"primary": "bold green", "contributing": "bold", "hypothesis": "italic"}[d.role]
-    console.print(Text(f"{d.role.upper():<12} {d.title}  [{d.category}, {d.confidence:.0%}]", style=style))
-    for label, text in (("seen", d.seen), ("why", d.why), ("do", d.action)):
+    head = Text(f"{d.role.upper():<12} ", style=style)
+    head.append(clean(d.title), style=style)
+    head.append(f"  [{d.category}, {d.confidence:.0%}]", style="dim")
+    console.print(head)
+    if d.role == "hypothesis":  # a hedge: why it is listed and what would decide it, then its fixes by id
+        if d.why:
+            _indented(console, "   why:", d.why)
+        if d.fixes:
+            _indented(console, "  fixes:", ", ".join(f.id for f in d.fixes))
+        return
+    for label, text in (("seen:", d.seen), ("why:", d.why), ("do:", d.action)):
         if text:
-            console.print(f"  {label:>4}: {text}", highlight=False)
+            _indented(console, f"  {label:>5}", text)
     for ev in d.evidence[:4]:
-        console.print(f"        {ev.source}:{ev.line}  {ev.text[:140]}", style="dim", highlight=False)
+        if (ev.source, ev.line) == (event.source, event.line):
+            continue  # the message itself is quoted above
+        _indented(console, "       ", f"{ev.source}:{ev.line}  {ev.text[:EVIDENCE_CHARS]}", "dim")
     for fix in d.fixes:
-        console.print(f"    fix {fix.id}: {fix.title}" + (f"  → {fix.effect}" if fix.effect else ""), highlight=False)
+        _indented(console, "   fix", f"{fix.id}: {fix.title}" + (f" → {fix.effect}" if fix.effect else ""))
         for where, change in fix.changes.items():
-            console.print(f"        {where}: {_change(change)}", style="cyan", highlight=False)
+            _indented(console, "       ", f"{where}: {_change(change)}", "cyan")
 
 
 def _change(change: object) -> str:
@@ -74,22 +136,21 @@ def _change(change: object) -> str:
     return str(change)
 
 
-def render(report: Report, color: bool = False) -> str:
-    """Readable text (ANSI colour only when `color`)."""
+def render(report: Report, color: bool = False, width: int | None = None, quiet: bool = False) -> str:
+    """Readable text at `width` columns (ANSI colour only when `color`); `quiet`: the verdict line only."""
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=color, no_color=not color, width=120, soft_wrap=False)
-    events = report.events
-    if not events:
-        console.print("No out-of-memory failure found.")
-        return buf.getvalue()
-    console.print(Text(f"{len(events)} out-of-memory event(s) found", style="bold"))
+    console = Console(file=buf, force_terminal=color, no_color=not color, color_system="standard" if color else None,
+                      width=width or DEFAULT_WIDTH, highlight=False, markup=False, emoji=False, soft_wrap=False)
+    console.print(Text(verdict(report), style="bold"))
+    if quiet or not report.events:
+        return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
     console.print()
-    for i, e in enumerate(events):
-        _event(console, i, len(events), e)
+    for i, e in enumerate(report.events):
+        _event(console, i, len(report.events), e)
         mine = [d for d in report.diagnoses if d.event_index == i]
         if mine:
             console.print()
             for d in mine:
-                _diagnosis(console, d)
+                _diagnosis(console, d, e)
         console.print()
-    return buf.getvalue()
+    return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))

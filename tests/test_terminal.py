@@ -1,0 +1,82 @@
+"""The text report at 80 and 200 columns (golden files), quoting log text safely, the verdict line and colour."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from oomdoctor.api import diagnose_path, diagnose_text
+from oomdoctor.cli import app
+from oomdoctor.report.text import clean, render
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+UPDATE = os.environ.get("OOMDOCTOR_UPDATE_GOLDENS") == "1"
+CASES = ("reconstructed/b-vadr1-rank2-frag-elastic", "synthetic/syn-lora-eval-spike-8xa100", "generated/gen-hf-save-at-8")
+MSG = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB "
+       "of which 1.20 GiB is free. Of the allocated memory 70.10 GiB is allocated by PyTorch, and 6.80 GiB is reserved "
+       "by PyTorch but unallocated.")
+
+
+@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("case", CASES)
+def test_text_report_matches_its_golden(case, width):
+    log = ROOT / "fixtures" / f"{case}.log"
+    if not log.exists():
+        pytest.skip(f"no fixture {case}")
+    os.chdir(ROOT)  # sources are shown relative to the repository, as a user in the checkout sees them
+    got = render(diagnose_path(str(log.relative_to(ROOT))), width=width)
+    golden = GOLDEN / f"{case.split('/')[-1]}.{width}.txt"
+    if UPDATE or not golden.exists():
+        golden.write_text(got, encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"golden written: {golden.name}; review it and commit (OOMDOCTOR_UPDATE_GOLDENS=1 rewrites)")
+    assert got == golden.read_text(encoding="utf-8"), f"run with OOMDOCTOR_UPDATE_GOLDENS=1 if {golden.name} should change"
+    assert all(len(line) <= width for line in got.splitlines())
+
+
+def test_no_golden_is_unused():
+    names = {f"{c.split('/')[-1]}.{w}.txt" for c in CASES for w in (80, 200)}
+    assert {p.name for p in GOLDEN.glob("*.txt")} <= names
+
+
+def test_log_text_is_never_markup_and_never_an_escape_sequence():
+    text = "[INST] hi [/INST] [link=http://evil]x[/link] [/pytorch/c10/cuda] [rank0]\n" + MSG.replace(
+        "GPU 0 has", "[/INST] \x1b]8;;http://evil\x07 \x1bc \x9b31m GPU 0 has") + "\n"
+    out = render(diagnose_text(text), width=200)
+    assert "[/INST]" in out and "\x1b" not in out and "\x9b" not in out and "\x07" not in out
+    assert clean("a\x1b[31mb\x1b]0;title\x07c\x00d\te") == "abcd\te"
+
+
+def test_verdict_first_and_quiet_prints_only_it(tmp_path):
+    log = tmp_path / "t.log"
+    log.write_text(MSG + "\n")
+    r = CliRunner().invoke(app, ["diagnose", str(log), "-q"])
+    assert r.exit_code == 0 and r.output.strip().count("\n") == 0
+    assert r.output.startswith("1 OOM · GPU 0 · most likely: fragmentation")
+
+
+def test_color_flags_and_no_color(tmp_path, monkeypatch):
+    log = tmp_path / "t.log"
+    log.write_text(MSG + "\n")
+    assert "\x1b[" in CliRunner().invoke(app, ["diagnose", str(log), "--color", "always"]).output
+    assert "\x1b[" not in CliRunner().invoke(app, ["diagnose", str(log), "--color", "never"]).output
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in CliRunner().invoke(app, ["diagnose", str(log)]).output
+
+
+def test_user_errors_exit_2_before_any_work(tmp_path):
+    log = tmp_path / "t.log"
+    log.write_text(MSG + "\n")
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "x.yaml").write_text("id: x\ncategory: nope\n")
+    for args, words in (([str(log), "--rules", str(pack)], "x.yaml:2"),
+                        ([str(log), "--rules", str(tmp_path / "missing")], "not a directory"),
+                        ([str(log), "-o", str(tmp_path / "no" / "r.html")], "does not exist")):
+        r = CliRunner().invoke(app, ["diagnose", *args])
+        assert r.exit_code == 2, (args, r.output)
+        assert words in r.output and "tip:" in r.output and "Traceback" not in r.output
