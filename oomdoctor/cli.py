@@ -133,21 +133,32 @@ def _load_rules(rules: list[Path]) -> dict:
                              tip=first.tip or "run `oomdoctor rules check DIR` to see every problem") from None
 
 
+class VerifyFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
 @app.command()
 def verify(
     config: Path = typer.Option(..., "--config", "-c", help="the replay configuration (YAML)"),
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="text or json"),
-    output: Path | None = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    fmt: VerifyFormat = typer.Option(VerifyFormat.text, "--format", "-f", help="text or json"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="also write the JSON result to this file"),
     max_batch: bool = typer.Option(False, "--max-batch", help="search the largest per-device batch that fits"),
     device: str | None = typer.Option(None, "--device", help="override the config: auto, cuda or sim"),
 ) -> None:
     """Replay the failing step under the failing GPU's memory limit and show which fixes fit."""
-    from oomdoctor.verify.command import run
+    import importlib.util
 
-    if fmt not in (Format.text, Format.json):
-        fail(OomdoctorError(f"verify prints text or json, not {fmt.value}", tip="use --format json"))
     try:
-        code = run(config, fmt=fmt.value, output=output, max_batch=max_batch, device=device)
+        check_output(output)
+        if importlib.util.find_spec("torch") is None:
+            raise OomdoctorError("verify replays a training step and needs PyTorch, which is not installed",
+                                 tip="pip install torch --index-url https://download.pytorch.org/whl/cpu "
+                                     "(CPU build; any 2.4+), or pip install 'oomdoctor[verify]'")
+        from oomdoctor.verify.command import run
+
+        code = run(config, fmt=fmt.value, output=output, max_batch=max_batch, device=device,
+                   width=text_width(None))
     except OomdoctorError as err:
         fail(err)
     raise typer.Exit(code)

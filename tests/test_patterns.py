@@ -1,10 +1,10 @@
 """One literal example line per message era and kind, parsed to exact figures."""
 
+from decimal import Decimal
+
 import pytest
 
 from oomdoctor.parse import parse_text
-
-from decimal import Decimal
 
 GIB, MIB = 1024**3, 1024**2
 

@@ -71,6 +71,14 @@ def test_bad_transformer_param_points_into_params(tmp_path, capsys):
     ("workload: {entry: nocolon}\nmemory: {limit: 1GiB}\n", ":1:", "entry"),
     ("workload: {model: transformer}\nmemory: {limit: 1GiB, diagnosis: d.json}\n", ":2:", "exactly one"),
     ("workload: [\n", ":2:", "not valid YAML"),
+    ("workload: {model: transformer}\nmemory: {limit: 80}\n", ":2:", "did you mean 80GiB"),
+    ("workload: {model: transformer}\nmemory: {limit: '80'}\n", ":2:", "has no unit"),
+    ("workload: {model: transformer}\nmemory: {limit: 80 GB}\n", ":2:", "ambiguous"),
+    ("workload: {model: transformer}\nmemory: {limit: 0GiB}\n", ":2:", "0 bytes"),
+    ("workload: {model: transformer}\nmemory: {limit: -1GiB}\n", ":2:", "negative"),
+    ("workload: {model: transformer}\nmemory: {limit: 300MiB}\n", ":2:", "leaves nothing"),
+    ("workload: {model: transformer}\nmemory: {limit: 1GiB}\ntimeout: .inf\n", ":3:", "timeout"),
+    ("workload: {entry: missing_step.py:make}\nmemory: {limit: 1GiB}\n", ":1:", "no such file"),
 ])
 def test_bad_values(tmp_path, capsys, text, where, what):
     line = bad(tmp_path, capsys, text)
@@ -198,3 +206,47 @@ def test_cuda_requested_without_gpu_is_a_usage_error(tmp_path, capsys, monkeypat
     assert command.run(cfg) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"{cfg}:3: device cuda requested") and err[1].startswith("tip: ")
+
+
+def test_cli_user_errors_exit_2_before_any_trial(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from oomdoctor.cli import app
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("workload: {model: transformer}\nmemory: {limit: 1GiB}\n")
+    r = CliRunner().invoke(app, ["verify", "-c", str(cfg), "-o", str(tmp_path / "no" / "out.json")])
+    assert r.exit_code == 2 and "does not exist" in r.output and "verify:" not in r.output
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    r = CliRunner().invoke(app, ["verify", "-c", str(cfg)])
+    assert r.exit_code == 2 and "needs PyTorch" in r.output and "tip:" in r.output
+    r = CliRunner().invoke(app, ["verify", "-c", str(cfg), "--format", "html"])
+    assert r.exit_code == 2
+
+
+def test_table_fits_80_columns_and_names_the_best_fix():
+    import io
+
+    doc = {"device": "sim", "capacity_bytes": 24 * GIB, "non_pytorch_bytes": 512 * MIB, "phase": "train", "trials": [
+        {"fix": "baseline", "oom": True, "peak_reserved_bytes": 30 * GIB, "seconds": 4.2},
+        {"fix": "gradient-checkpointing", "oom": False, "fits": True, "peak_reserved_bytes": 14 * GIB,
+         "headroom_bytes": 9 * GIB, "relative_time": 1.31, "changes": {"checkpointing": [False, True]}},
+        {"fix": "lower-gpu-memory-utilization", "verifiable": False, "error": "not something a step replay can test"},
+        {"fix": "expandable-segments", "oom": True, "fits": False, "peak_reserved_bytes": 29 * GIB, "relative_time": 1.0},
+    ]}
+    for width in (80, 200):
+        buf = io.StringIO()
+        command.render_table(doc, stream=buf, width=width)
+        out = buf.getvalue()
+        assert all(len(line) <= width for line in out.splitlines())
+        assert "lower-gpu-memory-utilization" in out and "gradient-checkpointing" in out
+        assert "best fix: gradient-checkpointing (9.00 GiB headroom)" in out
+
+
+def test_progress_line_per_trial():
+    assert command.progress_line("halve-batch", {"oom": False, "peak_reserved_bytes": 20 * GIB, "seconds": 3.21}) == (
+        "  halve-batch: fits, peak reserved 20.00 GiB (3.2 s)")
+    assert "error: timed out" in command.progress_line("x", {"error": "timed out after 5 s"})

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
+from oomdoctor.engine.harness import run_tests
+from oomdoctor.engine.loader import DATA_ROOT, DEFAULT_RULES_DIR, LoadedRule, RuleLoadError, load_rules
 from oomdoctor.facts import FACTS
 from oomdoctor.fixids import FIX_IDS
-from oomdoctor.engine.harness import run_tests
-from oomdoctor.engine.loader import DEFAULT_RULES_DIR, DATA_ROOT, LoadedRule, RuleLoadError, load_rules
 
 rules_app = typer.Typer(help="List, show, validate and test diagnosis rules.", no_args_is_help=True)
 
@@ -33,7 +32,7 @@ def _rel(path: Path) -> str:
 
 
 @rules_app.command("list")
-def list_rules(rules: Optional[list[Path]] = RulesOpt,
+def list_rules(rules: list[Path] | None = RulesOpt,
                facts: bool = typer.Option(False, "--facts", help="list the facts rules may read instead")) -> None:
     """List rules (id, category, base confidence, file) or, with --facts, the fact names."""
     if facts:
@@ -42,7 +41,8 @@ def list_rules(rules: Optional[list[Path]] = RulesOpt,
         return
     for rule_id, loaded in sorted(_registry(rules).items(), key=lambda kv: (kv[1].rule.category, kv[0])):
         r = loaded.rule
-        typer.echo(f"{rule_id:40} {r.category:17} {r.confidence:.2f}{' (hypothesis)' if r.hypothesis else ''}  {_rel(loaded.path)}")
+        hedge = " (hypothesis)" if r.hypothesis else ""
+        typer.echo(f"{rule_id:40} {r.category:17} {r.confidence:.2f}{hedge}  {_rel(loaded.path)}")
 
 
 def _section(title: str, body: str | list[str]) -> None:
@@ -63,7 +63,7 @@ def _readable(template: str) -> str:
 
 
 @rules_app.command("show")
-def show(rule_id: str = typer.Argument(..., help="rule id, e.g. eval-spike"), rules: Optional[list[Path]] = RulesOpt) -> None:
+def show(rule_id: str = typer.Argument(..., help="rule id, e.g. eval-spike"), rules: list[Path] | None = RulesOpt) -> None:
     """Show one rule the way ruff documents its rules."""
     registry = _registry(rules)
     if rule_id not in registry:
@@ -85,15 +85,16 @@ def show(rule_id: str = typer.Argument(..., help="rule id, e.g. eval-spike"), ru
 
 
 @rules_app.command("check")
-def check(directory: Optional[Path] = typer.Argument(None, help="rule pack to validate (default: built-in rules)")) -> None:
+def check(directory: Path | None = typer.Argument(None, help="rule pack to validate (default: built-in rules)")) -> None:
     """Validate rule files only: schema, fact names, templates, file names, fixture paths."""
     registry = _registry([directory] if directory else [DEFAULT_RULES_DIR], only=True, check_fixtures=True)
     typer.echo(f"ok: {len(registry)} rules valid", err=True)
 
 
 @rules_app.command("test")
-def test(directory: Optional[Path] = typer.Argument(None, help="rule pack to test (default: built-in rules)"),
-         require_tests: bool = typer.Option(False, "--require-tests", help="fail rules lacking a fires or silent fixture")) -> None:
+def test(directory: Path | None = typer.Argument(None, help="rule pack to test (default: built-in rules)"),
+         require_tests: bool = typer.Option(False, "--require-tests",
+                                            help="fail rules lacking a fires or silent fixture")) -> None:
     """Run every rule over its fixtures and the benign corpus; print TP/TN/FP/FN per rule."""
     registry = _registry([directory] if directory else [DEFAULT_RULES_DIR], only=True, check_fixtures=True)
     scores = run_tests(registry)

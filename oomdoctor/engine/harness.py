@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from oomdoctor.parse.model import ParseResult
 from oomdoctor.engine.engine import diagnose_with
 from oomdoctor.engine.loader import DATA_ROOT, LoadedRule, fixture_path
+from oomdoctor.parse.model import ParseResult
 
 BENIGN_DIR = DATA_ROOT / "fixtures" / "benign"
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")

@@ -157,7 +157,7 @@ def load_file(path: Path, check_fixtures: bool = False) -> tuple[Rule | None, li
             line = _node_at(node, loc).start_mark.line + 1
             where = ".".join(str(p) for p in loc) or "rule"
             msg = err["msg"].removeprefix("Value error, ")
-            errors.append(RuleError(path, line, f"{where}: {msg}", _tip_for(err)))
+            errors.append(RuleError(path, line, f"{where}: {msg}", _tip_for(dict(err))))
         return None, errors
     return rule, _file_errors(rule, path, node, check_fixtures)
 

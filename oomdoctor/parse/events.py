@@ -4,19 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import regex
 
 from oomdoctor.parse import context as ctx
 from oomdoctor.parse import formats as P
-from oomdoctor.parse.model import Evidence, ParseResult, OOMEvent, OtherProcess, RunContext, Value
+from oomdoctor.parse.model import (
+    EventKind,
+    Evidence,
+    OOMEvent,
+    Operation,
+    OtherProcess,
+    ParseResult,
+    Phase,
+    RunContext,
+    Value,
+)
 from oomdoctor.parse.normalize import Line, normalize_region
 from oomdoctor.parse.reader import Region, check_path, scan
 from oomdoctor.units import GIB, IMPLAUSIBLE_BYTES, parse_size, to_bytes
 
 MAX_MESSAGE_LINES = 14
 DUPLICATE_WINDOW_LINES = 500
-HOST_KILL_BLOCK_LINES = 60  # torchelastic's "failed (exitcode: -9)" line and its ChildFailedError block  # a repeat this close is the same failure printed twice, not a new one
+# torchelastic's "failed (exitcode: -9)" line and its ChildFailedError block: one kill, not several
+HOST_KILL_BLOCK_LINES = 60
 _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
@@ -25,12 +37,16 @@ _TRIGGERS = (
 _COMPLETE = regex.compile(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \(.*pool"
 )
-_NEW_RECORD = regex.compile(r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)")
+_NEW_RECORD = regex.compile(
+    r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
+)
 _TF_DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
               "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1}
 _DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom", "GCU": "cuda_oom"}
 _GPU_INDEX = regex.compile(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
-_RUN_START = regex.compile(r"\*{5} Running training \*{5}|Loading checkpoint shards:\s+0%|torch\.distributed\.run|Setting ds_accelerator")
+_RUN_START = regex.compile(
+    r"\*{5} Running training \*{5}|Loading checkpoint shards:\s+0%|torch\.distributed\.run|Setting ds_accelerator"
+)
 _PROCESS_SELF_MARGIN = 4 * GIB
 
 
@@ -320,6 +336,7 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
                 best = (c, text, end, offsets)
             if _full(c):
                 break
+        assert best is not None  # the mode loop ran, or the memo answered
         c, text, end, offsets = best
         if end == i and _full(c) and text == t:
             if len(memo) >= MEMO_ENTRIES:
@@ -442,8 +459,9 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             _bfc_stats(lines, hit.idx, f)
         fatal = detail.pop("fatal", True)
         ev = OOMEvent(
-            kind=hit.kind, source=source, line=first.number, end_line=lines[hit.end].number, rank=rank,
-            step=step.value if step else None, phase=phase, operation=op[0] if op else None, message=regex.sub(r"\s+", " ", hit.text).strip()[:4000],
+            kind=cast(EventKind, hit.kind), source=source, line=first.number, end_line=lines[hit.end].number,
+            rank=rank, step=step.value if step else None, phase=cast(Phase, phase),
+            operation=cast(Operation, op[0]) if op else None, message=regex.sub(r"\s+", " ", hit.text).strip()[:4000],
             era=_era(hit.pattern, hit.match, hit.text), fatal=fatal, implausible=_implausible(f),
             root_cause=root_rank is not None and rank == root_rank.value, run=run, detail=detail,
             evidence=evidence, **{k: v for k, v in f.items() if v is not None or k == "gpu_index"},

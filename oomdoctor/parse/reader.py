@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO, cast
 
 from oomdoctor.errors import InputError
 
@@ -56,12 +57,13 @@ class _Finder:
 
     def __init__(self, anchors: tuple[bytes, ...]):
         self.anchors = anchors
+        self._ac: Any = None
         try:
             import ahocorasick_rs
 
             self._ac = ahocorasick_rs.BytesAhoCorasick(list(anchors))
         except ImportError:  # pragma: no cover - exercised only without the wheel
-            self._ac = None
+            pass
 
     def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
         """Start offsets (relative to data) of anchor hits in data[start:end], sorted."""
@@ -104,7 +106,7 @@ def check_path(path: str) -> None:
         raise InputError("permission denied", where=path, tip="check the file's permissions")
 
 
-def _open(path: str) -> io.BufferedIOBase:
+def _open(path: str) -> BinaryIO:
     if path == "-":
         return sys.stdin.buffer
     try:
@@ -115,11 +117,11 @@ def _open(path: str) -> io.BufferedIOBase:
         raise InputError(f"cannot open: {exc.strerror}", where=path) from None
     magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
     if path.endswith(".gz") or magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+        return cast(BinaryIO, gzip.GzipFile(fileobj=raw))
     return raw
 
 
-def _read(stream: io.BufferedIOBase, name: str, size: int) -> bytes:
+def _read(stream: BinaryIO, name: str, size: int) -> bytes:
     try:
         return stream.read(size)
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -168,7 +170,7 @@ def text_encoding(head: bytes, name: str) -> str:
 class _Utf16AsUtf8(io.RawIOBase):
     """A UTF-16 stream read as UTF-8, chunk by chunk (Windows PowerShell writes logs in UTF-16)."""
 
-    def __init__(self, raw: io.BufferedIOBase, head: bytes):
+    def __init__(self, raw: BinaryIO, head: bytes):
         self._raw = raw
         bom = head.startswith((b"\xff\xfe", b"\xfe\xff"))
         self._decoder = codecs.getincrementaldecoder("utf-16" if bom else "utf-16-le")(errors="replace")
@@ -210,12 +212,12 @@ def scan(path: str) -> Iterator[Region]:
             stream.close()
 
 
-def _scan_stream(stream: io.BufferedIOBase, name: str) -> Iterator[Region]:
+def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
     first = _read(stream, name, CHUNK_BYTES)
     if not first:
         raise InputError("empty file", where=name, tip="pass the log of the failed run")
     if text_encoding(first, name) == "utf-16":
-        stream = _Utf16AsUtf8(stream, first)  # type: ignore[assignment]
+        stream = _Utf16AsUtf8(stream, first)  # type: ignore[assignment]  # a readable byte stream
         first = _read(stream, name, CHUNK_BYTES)
     buf = b""  # data kept from earlier chunks (back context and windows still waiting for forward context)
     buf_line = 1  # line number of buf[0]

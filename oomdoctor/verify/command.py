@@ -40,32 +40,45 @@ def exit_code(trials: list[dict[str, Any]]) -> int:
     return EXIT_FIXED if any(t.get("fits") for t in trials[1:]) else EXIT_NOT_FIXED
 
 
-def render_table(doc: dict[str, Any], stream: Any = None) -> None:
-    """A rich table: fix, fits?, peak allocated, peak reserved, headroom, time vs baseline."""
+def render_table(doc: dict[str, Any], stream: Any = None, width: int | None = None) -> None:
+    """A compact table that fits 80 columns without cutting fix ids, then the notes, then the best fix."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(file=stream or sys.stdout, width=130)
+    console = Console(file=stream or sys.stdout, width=width or 80, highlight=False, markup=False)
     cap = doc["capacity_bytes"]
-    title = (f"oomdoctor verify — device {doc['device']}, capacity {format_bytes(cap)} "
-             f"(non-PyTorch {format_bytes(doc['non_pytorch_bytes'])}), phase {doc['phase']}")
-    table = Table(title=title, title_justify="left")
-    for col in ("fix", "fits?", "peak allocated", "peak reserved", "headroom", "time vs baseline", "note"):
-        table.add_column(col, justify="right" if col.startswith(("peak", "head", "time")) else "left")
+    console.print(f"verify on {doc['device']}: capacity {format_bytes(cap)} (non-PyTorch "
+                  f"{format_bytes(doc['non_pytorch_bytes'])}), phase {doc['phase']}")
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    table.add_column("fix", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    for col in ("peak resv", "headroom", "time"):
+        table.add_column(col, justify="right", no_wrap=True)
+    notes = []
     for t in doc["trials"]:
         if not t.get("verifiable", True):
-            fits = "n/a"
+            fits = Text("n/a", style="dim")
         elif t.get("error"):
-            fits = "[yellow]error[/]"
+            fits = Text("error", style="yellow")
         elif t["fix"] == "baseline":
-            fits = "[red]OOM (reproduced)[/]" if t.get("oom") else "[green]fits (not reproduced)[/]"
+            fits = Text("OOM (reproduced)", style="red") if t.get("oom") else Text("fits (not reproduced)", style="green")
         else:
-            fits = "[green]yes[/]" if t.get("fits") else "[red]no[/]"
+            fits = Text("fits", style="green") if t.get("fits") else Text("OOM", style="red")
         rel = t.get("relative_time")
+        table.add_row(t["fix"], fits, _b(t.get("peak_reserved_bytes")), _b(t.get("headroom_bytes")),
+                      f"×{rel:.2f}" if rel else "")
         note = t.get("error") or _changes(t)
-        table.add_row(t["fix"], fits, _b(t.get("peak_allocated_bytes")), _b(t.get("peak_reserved_bytes")),
-                      _b(t.get("headroom_bytes")), f"×{rel:.2f}" if rel else "", note)
+        if note:
+            notes.append(f"  {t['fix']}: {note}")
     console.print(table)
+    for note in notes:
+        console.print(Text(note, style="dim"))
+    best = best_fix(doc["trials"])
+    if best is not None:
+        console.print(f"best fix: {best['fix']} ({_b(best.get('headroom_bytes'))} headroom)")
+    elif doc["trials"] and doc["trials"][0].get("oom"):
+        console.print("no fix tried makes the step fit")
     mb = doc.get("max_batch")
     if mb:
         if mb.get("max_batch"):
@@ -75,6 +88,26 @@ def render_table(doc: dict[str, Any], stream: Any = None) -> None:
                           f"{mb['max_batch']}{extra}")
         else:
             console.print(f"no per-device {mb.get('key', 'batch')} fits: {mb.get('error', 'even 1 runs out')}")
+
+
+def best_fix(trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The fitting fix with the most headroom (ties: the faster one)."""
+    fitting = [t for t in trials[1:] if t.get("fits")]
+    if not fitting:
+        return None
+    return max(fitting, key=lambda t: (t.get("headroom_bytes") or 0, -(t.get("relative_time") or 1)))
+
+
+def progress_line(fix: str, result: dict[str, Any]) -> str:
+    """One line per finished trial, for stderr."""
+    if result.get("error"):
+        state = f"error: {result['error']}"
+    else:
+        state = "OOM" if result.get("oom") else "fits"
+        if result.get("peak_reserved_bytes") is not None:
+            state += f", peak reserved {format_bytes(result['peak_reserved_bytes'])}"
+    secs = f" ({result['seconds']:.1f} s)" if result.get("seconds") is not None else ""
+    return f"  {fix}: {state}{secs}"
 
 
 def _b(n: int | None) -> str:
@@ -91,7 +124,7 @@ def _changes(t: dict[str, Any]) -> str:
 
 
 def run(config: Path, fmt: str = "text", output: Path | None = None, max_batch: bool = False,
-        device: str | None = None) -> int:
+        device: str | None = None, width: int | None = None) -> int:
     """The verify command; returns the exit code (0 fixed, 1 not, 2 bad config)."""
     try:
         res = cfgmod.load(Path(config))
@@ -110,14 +143,19 @@ def run(config: Path, fmt: str = "text", output: Path | None = None, max_batch: 
               "tip: use --device sim to replay on the simulated GPU", file=sys.stderr)
         return EXIT_BAD_CONFIG
     print(f"verify: {len(res.fixes) + 1} trial(s) on {dev} (fixes from {res.fixes_from})", file=sys.stderr)
-    trials = runner.run_all(res, dev)
+    trials = runner.run_all(res, dev, progress=lambda fix, r: print(progress_line(fix, r), file=sys.stderr, flush=True))
     mb = runner.max_batch(res, dev) if max_batch else None
     doc = report(res, dev, trials, mb)
-    text = json.dumps(doc, indent=2)
+    from oomdoctor.report.json_report import render_verify
+
+    try:
+        text = render_verify(doc)
+    except ValueError:  # a field the output model does not know yet: never lose finished trials over it
+        text = json.dumps(doc, indent=2)
     if output is not None:
         Path(output).write_text(text + "\n")
     if fmt == "json":
         print(text)
     else:
-        render_table(doc)
+        render_table(doc, width=width)
     return exit_code(trials)

@@ -10,7 +10,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from oomdoctor.fixids import FIX_IDS, VERIFIABLE
-from oomdoctor.units import MIB, UnitError, parse_size
+from oomdoctor.units import MIB, UnitError, format_bytes, parse_size
 from oomdoctor.verify.allocator import AllocConf, AllocConfError
 from oomdoctor.verify.params import TransformerParams
 
@@ -35,15 +35,29 @@ class ConfigError(Exception):
         return f"{where}: {self.message}\ntip: {self.tip}"
 
 
+DECIMAL_UNITS = ("kb", "mb", "gb", "tb")  # ambiguous: PyTorch prints binary units, vendors decimal ones
+
+
 def _size(value: Any) -> int:
+    """A memory size as the config gives it: a number with a binary unit ("79.15GiB", "512MiB"), never bare."""
     if isinstance(value, bool):
-        raise ValueError("a size, e.g. 79.15GiB or 24GB, not a boolean")
-    if isinstance(value, int):
-        return value
+        raise ValueError("a size, e.g. 79.15GiB, not a boolean")
+    text = str(value).strip()
+    if text in ("0", "0.0"):
+        return 0  # nothing needs no unit
+    unit = text.lstrip("+-0123456789.eE ").lower()
+    if isinstance(value, (int, float)) or not unit:
+        raise ValueError(f"{text} has no unit: did you mean {text}GiB? (sizes need a unit: GiB, MiB, KiB or bytes)")
+    if unit in DECIMAL_UNITS:
+        raise ValueError(f"{text!r} is ambiguous: PyTorch prints binary units, so write {text[: -len(unit)].strip()}GiB"
+                         f" (a card sold as 80 GB reports about 79.2 GiB)")
     try:
-        return parse_size(str(value))
+        size = parse_size(text)
     except UnitError as exc:
-        raise ValueError(f"not a size: {value!r} ({exc})") from exc
+        raise ValueError(f"not a size: {text!r} ({exc}); use GiB, MiB, KiB or bytes") from exc
+    if size < 0:
+        raise ValueError(f"{text!r}: a memory size cannot be negative")
+    return size
 
 
 def _fix_id(value: str) -> str:
@@ -62,7 +76,7 @@ class Workload(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _one(self) -> "Workload":
+    def _one(self) -> Workload:
         if (self.model is None) == (self.entry is None):
             raise ValueError("give exactly one of `model: transformer` or `entry: module:function`")
         if self.entry is not None and ":" not in self.entry:
@@ -85,9 +99,11 @@ class Memory(BaseModel):
                                                                               else _size(v))
 
     @model_validator(mode="after")
-    def _one(self) -> "Memory":
+    def _one(self) -> Memory:
         if (self.limit is None) == (self.diagnosis is None):
             raise ValueError("give exactly one of `limit: 79.15GiB` or `diagnosis: diagnosis.json`")
+        if self.limit == 0 or self.total == 0:
+            raise ValueError("a GPU of 0 bytes: give the failing GPU's total, e.g. limit: 79.15GiB")
         return self
 
 
@@ -103,7 +119,7 @@ class VerifyConfig(BaseModel):
     alloc_conf: str = ""
     fixes: list[Annotated[str, AfterValidator(_fix_id)]] | None = None
     steps: int = Field(2, ge=1, description="steps to replay; 2 includes the optimizer's first step")
-    timeout: float = Field(300.0, gt=0, description="seconds per trial")
+    timeout: float = Field(300.0, gt=0, le=86400, allow_inf_nan=False, description="seconds per trial (at most a day)")
     margin: float = Field(0.05, ge=0, lt=1, description="--max-batch: headroom kept, fraction of capacity")
 
     @field_validator("alloc_conf")
@@ -141,14 +157,14 @@ def _marks(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[t
     out.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            sub = path + (key.value,)
+            sub = (*path, key.value)
             out[sub] = key.start_mark.line + 1
             _marks(value, sub, out)
             out[sub] = key.start_mark.line + 1 if not isinstance(value, yaml.ScalarNode) else \
                 value.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _marks(item, path + (i,), out)
+            _marks(item, (*path, i), out)
     return out
 
 
@@ -172,7 +188,7 @@ def _tip(err: dict[str, Any]) -> str:
     if "fix id" in msg:
         return "fix ids are listed in oomdoctor/fixids.py (e.g. halve-batch, gradient-checkpointing)"
     if "size" in msg:
-        return "write sizes as PyTorch prints them: 79.15GiB, 24GB, 512MiB"
+        return "write sizes as PyTorch prints them: 79.15GiB, 24GiB, 512MiB"
     if "CachingAllocator" in msg or "allocator" in msg:
         return "alloc_conf takes a PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True,max_split_size_mb:128"
     return _TIPS.get(err.get("type", ""), "see docs/verify.md for the config format")
@@ -207,7 +223,7 @@ def load(path: Path) -> Resolved:
             loc = prefix + loc
         where = ".".join(str(x) for x in loc if not str(x).startswith(("function-", "literal[")))
         msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ConfigError(path, _line_for(marks, loc), f"{where}: {msg}" if where else msg, _tip(err)) from None
+        raise ConfigError(path, _line_for(marks, loc), f"{where}: {msg}" if where else msg, _tip(dict(err))) from None
     return _resolve(cfg, path, marks)
 
 
@@ -244,6 +260,19 @@ def _resolve(cfg: VerifyConfig, path: Path, marks: dict[tuple, int]) -> Resolved
                 if fid in VERIFIABLE and fid not in diag_fixes:
                     diag_fixes.append(fid)
     assert capacity is not None
+    floor = DEFAULT_NON_PYTORCH if non_pytorch is None else non_pytorch
+    if capacity <= floor:
+        raise ConfigError(path, marks.get(("memory", "limit")) or marks.get(("memory",)),
+                          f"memory: a limit of {format_bytes(capacity)} leaves nothing beyond the "
+                          f"{format_bytes(floor)} the CUDA context and libraries take",
+                          "give the failing GPU's total, e.g. limit: 79.15GiB (diagnose prints it)")
+    entry = cfg.workload.entry
+    if entry and ".py:" in entry:
+        file = Path(entry.split(":", 1)[0])
+        file = file if file.is_absolute() else path.parent / file
+        if not file.is_file():
+            raise ConfigError(path, marks.get(("workload", "entry")), f"workload.entry: no such file {file}",
+                              "paths are relative to the config file; or use package.module:function")
     if cfg.fixes is not None:
         fixes, source = list(dict.fromkeys(cfg.fixes)), "config"
     elif diag_fixes:

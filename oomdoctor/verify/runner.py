@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,14 @@ def run_trial(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         return {"error": f"timed out after {timeout:g} s", "seconds": round(time.perf_counter() - start, 3)}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK):])
+            try:
+                result = json.loads(line[len(RESULT_MARK):])
+            except ValueError:
+                result = None
+            if isinstance(result, dict):
+                return result
+            return {"error": "the trial printed an unreadable result line",
+                    "seconds": round(time.perf_counter() - start, 3)}
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return {"error": f"trial process exited with status {proc.returncode}: {tail}",
             "seconds": round(time.perf_counter() - start, 3)}
@@ -102,8 +110,9 @@ def _row(fix: str, variant: fixmod.Variant | None, result: dict[str, Any], verif
     return row
 
 
-def run_all(res: Resolved, device: str, jobs: int | None = None) -> list[dict[str, Any]]:
-    """Baseline first, then one trial per fix, in config order."""
+def run_all(res: Resolved, device: str, jobs: int | None = None,
+            progress: Callable[[str, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Baseline first, then one trial per fix, in config order; `progress(fix, result)` as each one finishes."""
     base = base_variant(res)
     planned: list[tuple[str, fixmod.Variant | None, str | None]] = [("baseline", base, None)]
     for fix in res.fixes:
@@ -114,8 +123,13 @@ def run_all(res: Resolved, device: str, jobs: int | None = None) -> list[dict[st
     runnable = [(i, spec_for(res, device, v)) for i, (_, v, _) in enumerate(planned) if v is not None]
     workers = 1 if device == "cuda" else (jobs or max(1, min(4, os.cpu_count() or 1)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {i: pool.submit(run_trial, spec, res.config.timeout) for i, spec in runnable}
-        results = {i: f.result() for i, f in futures.items()}
+        futures = {pool.submit(run_trial, spec, res.config.timeout): i for i, spec in runnable}
+        results = {}
+        for done in as_completed(futures):
+            i = futures[done]
+            results[i] = done.result()
+            if progress is not None:
+                progress(planned[i][0], results[i])
     rows = []
     for i, (fix, variant, reason) in enumerate(planned):
         if variant is None:
