@@ -106,10 +106,13 @@ def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
 
 def _diagnosis(console: Console, d: Diagnosis, event: OOMEvent) -> None:
     style = {"primary": "bold green", "contributing": "bold", "hypothesis": "italic"}[d.role]
-    head = Text(f"{d.role.upper():<12} ", style=style)
-    head.append(clean(d.title), style=style)
-    head.append(f"  [{d.category}, {d.confidence:.0%}]", style="dim")
-    console.print(head)
+    title = Text(clean(d.title), style=style)
+    title.append(f"  [{d.category}, {d.confidence:.0%}]", style="dim")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, min_width=12)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text(d.role.upper(), style=style), title)
+    console.print(grid)
     if d.role == "hypothesis":  # a hedge: why it is listed and what would decide it, then its fixes by id
         if d.why:
             _indented(console, "   why:", d.why)
