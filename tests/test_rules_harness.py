@@ -41,3 +41,21 @@ def test_cli_test_fails_on_a_broken_rule(tmp_path) -> None:
         "message: {seen: s, why: w, do: d}\ntests:\n  silent: [tests/rule_facts/leak.facts.yaml]\n")
     result = CliRunner().invoke(rules_app, ["test", str(tmp_path)])
     assert result.exit_code == 1 and "FAIL" in result.output
+
+
+def test_a_silent_rule_says_which_comparison_was_false_or_unknown():
+    from oomdoctor.engine.engine import why_not
+    from oomdoctor.engine.schema import Condition
+    from oomdoctor.facts import FACTS, Derived
+
+    values = {name: None for name in FACTS}
+    values.update(allocated_fraction_of_total=0.9, requested_bytes=2 * 2**30, free_bytes=2**30)
+    d = Derived(values=values, evidence={})
+    cond = Condition.model_validate({"all": [
+        {"fact": "allocated_fraction_of_total", "op": "ge", "value": 0.99},
+        {"fact": "requested_bytes", "op": "gt", "fact2": "free_bytes"},
+        {"fact": "reserved_unallocated_bytes", "op": "lt", "fact2": "requested_bytes"}]})
+    reasons = why_not(cond, d)
+    assert reasons[0] == "false: allocated_fraction_of_total ge 0.99 (allocated_fraction_of_total = 0.9)"
+    assert reasons[1].startswith("unknown: reserved_unallocated_bytes lt requested_bytes")
+    assert "not in the log" in reasons[1] and len(reasons) == 2

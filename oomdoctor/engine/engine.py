@@ -63,6 +63,43 @@ def evaluate(c: Condition, d: Derived) -> bool | None:
     return True if True in results else (None if None in results else False)
 
 
+def _describe(c: Condition) -> str:
+    right = c.fact2 if c.fact2 else ("" if c.op in ("present", "absent") else repr(c.value))
+    times = f" x{c.times:g}" if c.fact2 and c.times != 1 else ""
+    return f"{c.fact} {c.op} {right}{times}".strip()
+
+
+def _value(name: str | None, d: Derived) -> str:
+    from oomdoctor.units import format_bytes
+
+    v = d.values.get(name) if name else None
+    if isinstance(v, int) and not isinstance(v, bool) and name and name.endswith("_bytes"):
+        return format_bytes(v)
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return "not in the log" if v is None else repr(v)
+
+
+def why_not(c: Condition, d: Derived) -> list[str]:
+    """The comparisons that keep `c` from being true on these facts: false ones with the values seen, unknown
+    ones with the fact the log did not give. Empty when `c` holds."""
+    result = evaluate(c, d)
+    if result is True:
+        return []
+    if c.fact is not None:
+        state = "unknown" if result is None else "false"
+        seen = _value(c.fact, d) + (f" vs {_value(c.fact2, d)}" if c.fact2 else "")
+        return [f"{state}: {_describe(c)} ({c.fact} = {seen})"]
+    if c.not_ is not None:
+        return [f"{'unknown' if result is None else 'false'}: not ({_describe(c.not_) if c.not_.fact else '...'})"]
+    children = c.all_ if c.all_ is not None else c.any_ or []
+    out: list[str] = []
+    for child in children:
+        if c.all_ is not None or evaluate(child, d) is not True:
+            out += why_not(child, d)
+    return out
+
+
 def confidence(rule: Rule, d: Derived) -> float:
     """Base confidence plus every boost whose condition holds, clamped; capped if it cites an implausible figure."""
     value = rule.confidence + sum(b.add for b in rule.boost if evaluate(b.when, d) is True)

@@ -74,7 +74,7 @@ def _check(score: RuleScore, rule_id: str, path: Path, expect: str, fired: Firin
         score.tp += hit
         score.fn += not hit
         if not hit:
-            score.failures.append(f"{rel}: expected to fire, stayed silent")
+            score.failures.append(f"{rel}: expected to fire, stayed silent" + _reasons(rule_id, path, fired))
     elif expect == "todo":
         score.todo += 1
         if hit:
@@ -84,6 +84,20 @@ def _check(score: RuleScore, rule_id: str, path: Path, expect: str, fired: Firin
         score.fp += hit
         if hit:
             score.failures.append(f"{rel}: expected silence ({expect}), fired")
+
+
+def _reasons(rule_id: str, path: Path, fired: Firing) -> str:
+    """Why the rule stayed silent on the fixture: its false or unknown comparisons, for the closest event."""
+    from oomdoctor.engine.engine import why_not
+    from oomdoctor.facts import derive
+
+    facts = load_facts(path)
+    condition = fired.registry[rule_id].rule.condition
+    per_event = [why_not(condition, derive(facts, i)) for i in range(len(facts.events))]
+    if not per_event:
+        return " (no OOM event in it)"
+    closest = min(per_event, key=len)
+    return "".join(f"\n        {reason}" for reason in closest[:4]) if closest else " (ranked out: check fallback)"
 
 
 def run_tests(registry: Mapping[str, LoadedRule], benign_dir: Path = BENIGN_DIR) -> list[RuleScore]:
