@@ -38,9 +38,26 @@ def test_text_report_matches_its_golden(case, width):
     assert all(len(line) <= width for line in got.splitlines())
 
 
+DOCS = {"markdown": "md", "html": "html"}
+
+
+@pytest.mark.parametrize("fmt", sorted(DOCS))
+def test_markdown_and_html_reports_match_their_goldens(fmt):
+    from oomdoctor.report import render as render_any
+
+    os.chdir(ROOT)
+    got = render_any(diagnose_path("fixtures/synthetic/syn-leak.log"), fmt)
+    golden = GOLDEN / f"syn-leak.{DOCS[fmt]}"
+    if UPDATE or not golden.exists():
+        golden.write_text(got, encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"golden written: {golden.name}; review it and commit")
+    assert got == golden.read_text(encoding="utf-8"), f"run with OOMDOCTOR_UPDATE_GOLDENS=1 if {golden.name} should change"
+
+
 def test_no_golden_is_unused():
-    names = {f"{c.split('/')[-1]}.{w}.txt" for c in CASES for w in (80, 200)}
-    assert {p.name for p in GOLDEN.glob("*.txt")} <= names
+    names = {f"{c.split('/')[-1]}.{w}.txt" for c in CASES for w in (80, 200)} | {f"syn-leak.{e}" for e in DOCS.values()}
+    assert {p.name for p in GOLDEN.iterdir()} <= names
 
 
 def test_log_text_is_never_markup_and_never_an_escape_sequence():
