@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from oomdoctor import __version__
-from oomdoctor.errors import EXIT_NO_OOM, EXIT_OK, OomdoctorError
+from oomdoctor.errors import EXIT_NO_OOM, EXIT_OK, OomdoctorError, UsageError
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP,
@@ -140,7 +140,10 @@ class VerifyFormat(str, Enum):
 
 @app.command()
 def verify(
-    config: Path = typer.Option(..., "--config", "-c", help="the replay configuration (YAML)"),
+    config: Path | None = typer.Option(None, "--config", "-c", help="the replay configuration (YAML)"),
+    from_log: str | None = typer.Option(None, "--from", help="build the replay from a failed run's log instead"),
+    write_config: Path | None = typer.Option(None, "--write-config",
+                                             help="with --from: write the built config here and stop"),
     fmt: VerifyFormat = typer.Option(VerifyFormat.text, "--format", "-f", help="text or json"),
     output: Path | None = typer.Option(None, "--output", "-o", help="also write the JSON result to this file"),
     max_batch: bool = typer.Option(False, "--max-batch", help="search the largest per-device batch that fits"),
@@ -150,18 +153,45 @@ def verify(
     import importlib.util
 
     try:
+        if (config is None) == (from_log is None):
+            raise UsageError("give exactly one of --config cfg.yaml or --from train.log",
+                             tip="oomdoctor verify --from train.log builds the replay from the log")
         check_output(output)
+        if from_log is not None:
+            config = _config_from_log(from_log, write_config)
+            if config is None:
+                raise typer.Exit(EXIT_OK)
         if importlib.util.find_spec("torch") is None:
             raise OomdoctorError("verify replays a training step and needs PyTorch, which is not installed",
                                  tip="pip install torch --index-url https://download.pytorch.org/whl/cpu "
                                      "(CPU build; any 2.4+), or pip install 'oomdoctor[verify]'")
         from oomdoctor.verify.command import run
 
+        assert config is not None  # given, or built from the log above
         code = run(config, fmt=fmt.value, output=output, max_batch=max_batch, device=device,
                    width=text_width(None))
     except OomdoctorError as err:
         fail(err)
     raise typer.Exit(code)
+
+
+def _config_from_log(log: str, keep: Path | None) -> Path | None:
+    """The config `verify --from` replays: written to `keep` (and None: stop there) or to a temporary file."""
+    import tempfile
+
+    from oomdoctor.parse.reader import check_path
+    from oomdoctor.verify.fromlog import write
+
+    check_path(log)
+    if keep is not None:
+        check_output(keep)
+    target = keep or Path(tempfile.mkdtemp(prefix="oomdoctor-verify-")) / "from-log.yaml"
+    for note in write(log, target):
+        typer.echo(f"verify: {note}", err=True)
+    if keep is not None:
+        typer.echo(f"config written to {keep}; edit it, then: oomdoctor verify --config {keep}", err=True)
+        return None
+    return target
 
 
 def _mount_rules() -> None:

@@ -1,0 +1,102 @@
+"""Build a verify config from a failed run's log: the failing GPU, the allocator settings, the phase and the run's
+configuration as diagnose read them; what the log does not say is assumed and listed, never hidden."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oomdoctor.errors import UsageError
+from oomdoctor.fixids import VERIFIABLE
+from oomdoctor.units import format_bytes
+
+DEVICE_KINDS = ("cuda_oom", "hip_oom", "xpu_oom", "cuda_error")
+PHASES = {"train": "train", "eval": "eval", "generate": "generate", "save": "train", "init": "train"}
+HEAD_DIM = 128  # heads = hidden / 128 when the log names no head count (Llama, Mistral, Qwen)
+DEFAULTS = {"width": 4096, "layers": 32, "vocab": 32000, "seq_len": 2048, "batch": 1}
+
+
+def build(log: str) -> tuple[dict[str, Any], list[str]]:
+    """(config, notes) for the first fatal device OOM in `log`; notes list every assumption made."""
+    from oomdoctor.engine.engine import diagnose_with
+    from oomdoctor.engine.loader import load_rules
+    from oomdoctor.facts import derive
+    from oomdoctor.parse import parse_files
+
+    facts = parse_files([log])
+    index = next((i for i, e in enumerate(facts.events) if e.kind in DEVICE_KINDS and e.fatal), None)
+    if index is None:
+        raise UsageError("no GPU out-of-memory event to replay in this log", where=log,
+                         tip="verify --from needs a CUDA/HIP/XPU OOM; write a config by hand (docs/verify.md)")
+    d = derive(facts, index).values
+    event = facts.events[index]
+    notes: list[str] = []
+
+    def fact(name: str, param: str) -> Any:
+        value = d.get(name)
+        if value is None and param in DEFAULTS:
+            notes.append(f"{param}: not in the log, assumed {DEFAULTS[param]}")
+            return DEFAULTS[param]
+        return value
+
+    width = fact("hidden_size", "width")
+    params: dict[str, Any] = {
+        "layers": fact("num_layers", "layers"), "width": width, "heads": max(1, width // HEAD_DIM),
+        "vocab": fact("vocab_size", "vocab"), "seq_len": fact("max_seq_length", "seq_len"),
+        "batch": fact("per_device_train_batch_size", "batch"),
+        "grad_accum": d.get("gradient_accumulation_steps") or 1,
+    }
+    if width % params["heads"]:
+        params["heads"] = 1
+    if d.get("mixed_precision"):
+        params["autocast"] = "float16" if d.get("fp16") else "bfloat16"
+    if d.get("gradient_checkpointing"):
+        params["gradient_checkpointing"] = True
+    if d.get("lora"):
+        params["lora_rank"] = d.get("lora_r") or 16
+    if isinstance(d.get("zero_stage"), int):
+        params["zero_stage"] = d["zero_stage"]
+        params["world_size"] = d.get("world_size") or 1
+    if d.get("per_device_eval_batch_size"):
+        params["eval_batch"] = d["per_device_eval_batch_size"]
+    if event.total_bytes is None:
+        raise UsageError("the OOM message prints no device total to replay against", where=f"{log}:{event.line}",
+                         tip="write a config with memory.limit (docs/verify.md)")
+    others = sum(p.bytes for p in event.other_processes)
+    memory: dict[str, Any] = {"limit": _mib(event.total_bytes - others)}
+    if d.get("non_pytorch_bytes") is not None and d["non_pytorch_bytes"] >= 0:
+        memory["non_pytorch"] = _mib(d["non_pytorch_bytes"])
+    else:
+        notes.append("non-PyTorch memory: not in the message, assumed 512 MiB (CUDA context, libraries)")
+    phase = PHASES.get(event.phase, "train")
+    if event.phase == "unknown":
+        notes.append("phase: not in the log, assumed train")
+    fixes = [f.id for g in diagnose_with(facts, load_rules()) if g.event_index == index for f in g.fixes
+             if f.id in VERIFIABLE]
+    config: dict[str, Any] = {
+        "workload": {"model": "transformer", "params": params}, "phase": phase, "device": "auto",
+        "memory": memory, "fixes": list(dict.fromkeys(fixes)) or None,
+    }
+    run = next((r for r in facts.runs if r.source == event.source), None)
+    if run and run.alloc_conf:
+        config["alloc_conf"] = str(run.alloc_conf.value)
+    if config["fixes"] is None:
+        del config["fixes"]
+    notes.insert(0, f"replaying {event.source}:{event.line} ({event.kind}, phase {phase}) against "
+                    f"{format_bytes(event.total_bytes - others)} with the built-in transformer")
+    return config, notes
+
+
+def _mib(n: int) -> str:
+    return f"{round(n / 2**20)}MiB"
+
+
+def write(log: str, path: Path) -> list[str]:
+    """Write the config built from `log` to `path` (with the assumptions as comments); return the notes."""
+    config, notes = build(log)
+    header = "".join(f"# {n}\n" for n in notes)
+    path.write_text(f"# built by `oomdoctor verify --from {log}`; edit and rerun with --config\n{header}"
+                    + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return notes
