@@ -1,0 +1,33 @@
+"""Reconstructed fixtures carry facts, not people: no usernames in home paths, no e-mail addresses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PERSONAL = re.compile(
+    r"/home/(?!user\b)[A-Za-z0-9_.-]+|/Users/(?!user\b)[A-Za-z0-9_.-]+|C:\\Users\\(?!user\b)[A-Za-z0-9_.-]+"
+    r"|[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z0-9.-]*[a-z]{2,}"
+)
+RECONSTRUCTED = sorted(
+    p for group in ("reconstructed", "benign") for p in (FIXTURES / group).glob("*.log")
+    if p.with_suffix(".yaml").exists() and (yaml.safe_load(p.with_suffix(".yaml").read_text()) or {}).get("reconstructed")
+)
+
+
+@pytest.mark.parametrize("log", RECONSTRUCTED, ids=lambda p: p.name)
+def test_no_personal_details(log):
+    for path in (log, log.with_suffix(".yaml")):
+        found = PERSONAL.findall(path.read_text(encoding="utf-8", errors="replace"))
+        assert not found, f"{path.name}: {sorted(set(found))[:3]}"
+
+
+def test_every_reconstructed_fixture_names_its_source():
+    for log in RECONSTRUCTED:
+        meta = yaml.safe_load(log.with_suffix(".yaml").read_text())
+        if log.parent.name == "reconstructed":
+            assert "#" in meta.get("source", ""), log.name
