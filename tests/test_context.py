@@ -146,7 +146,7 @@ def test_rank_named_by_spawn_headers_banners_and_wording():
         lines = [Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(text.splitlines())]
         idx = next(i for i, ln in enumerate(lines) if "out of memory" in ln.text)
         got = rank_near(lines, idx)
-        return got[0] if got else None
+        return got.value if got else None
 
     spawn = ("torch.multiprocessing.spawn.ProcessRaisedException: \n\n-- Process 3 terminated with the following error:\n"
              'Traceback (most recent call last):\n  File "train.py", line 5, in run\n    loss.backward()\n' + MSG)

@@ -69,6 +69,25 @@ EXAMPLES = [
      {"requested_bytes": 68719476736}),
     ("slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed.",
      "host_oom", None, {}),
+    # fallbacks and the other libraries' wordings
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3725.29 GiB. GPU ", "cuda_oom", None,
+     {"requested_bytes": b("3725.29", 3)}),  # cut at the device index
+    ("RuntimeError: MPS backend out of memory", "mps_oom", None, {}),
+    ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
+     "cuda_oom", "pre-1.0", {}),
+    ("gpu-node07:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", "nccl", None,
+     {"gpu_index": 3}),
+    ("ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.000244GB memory on GPU 0, 14.687500GB "
+     "memory has been allocated and available memory is only 512.000000MB.", "cuda_oom", None,
+     {"requested_bytes": b("1.000244", 3), "free_bytes": 512 * MIB}),  # PaddlePaddle
+    ("E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 3.95G (4240965888 bytes) from device: "
+     "CUDA_ERROR_OUT_OF_MEMORY: out of memory", "tf_oom", None, {"requested_bytes": 4240965888}),
+    ("W tensorflow/core/common_runtime/bfc_allocator.cc:424] Allocator (GPU_0_bfc) ran out of memory trying to "
+     "allocate 2.19GiB (rounded to 2348810240)requested by op Conv2D", "tf_oom", None,
+     {"requested_bytes": 2348810240, "gpu_index": 0}),
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
+     "memory space hbm. Used 21.90G of 7.48G hbm. Exceeded hbm capacity by 14.42G.", "xla_oom", None,
+     {"total_bytes": b("7.48", 3)}),
     ("[1]    16261 killed     python3 train.py --model_size 65B", "host_oom", None, {}),  # zsh job notice
     ("[1]+  Killed                  python train.py", "host_oom", None, {}),  # bash job notice
     ("fish: Job 1, 'python train.py' terminated by signal SIGKILL (Forced quit)", "host_oom", None, {}),
@@ -84,6 +103,20 @@ def test_example_line(line, kind, era, figures):
     assert e.era == era
     for key, value in figures.items():
         assert getattr(e, key) == value, key
+
+
+# Fallbacks for wordings that print no figures; no public example line of them has been checked yet.
+WITHOUT_EXAMPLE = {"XLA_ANY", "XLA_TF_RESOURCE"}
+
+
+def test_every_message_format_has_an_example_line():
+    """The table of formats and the examples grow together: a new era is one entry plus one line above."""
+    from oomdoctor.parse.messages import MESSAGE_FORMATS, classify
+
+    covered = {c.fmt.name for line, *_ in EXAMPLES if (c := classify(line)) is not None}
+    missing = {f.name for f in MESSAGE_FORMATS} - covered - WITHOUT_EXAMPLE
+    assert not missing, f"formats without an example line in EXAMPLES: {sorted(missing)}"
+    assert not WITHOUT_EXAMPLE & covered, "an example now exists: remove it from WITHOUT_EXAMPLE"
 
 
 def test_nvml_placeholder_is_kept_but_flagged():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import regex
 
@@ -113,25 +113,33 @@ def _ev(source: str, line: Line) -> Evidence:
     return Evidence(source=source, line=line.number, text=line.text.strip()[:500])
 
 
-def step_of(line: Line) -> tuple[int, int | None, bool] | None:
-    """(step, total, is_progress_bar) read from one line, or None."""
+class StepCount(NamedTuple):
+    """A step counter as one line prints it: the count, the bar's total, and whether it is a progress bar."""
+
+    n: int
+    total: int | None
+    bar: bool
+
+
+def step_of(line: Line) -> StepCount | None:
+    """The step counter one line prints, or None."""
     text = line.text
     if FRAME.match(text) or text.lstrip().startswith(("at ", "#")):
         return None
     m = LIGHTNING.search(text)
     if m:  # the training loop's counter: batches of the epochs before, plus this one's
-        return int(m["epoch"]) * int(m["total"]) + int(m["n"]), int(m["total"]), True
+        return StepCount(int(m["epoch"]) * int(m["total"]) + int(m["n"]), int(m["total"]), True)
     if "|" in text and "/" in text:
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
             return None
         if bars:
             b = bars[-1]
-            return int(b["n"]), int(b["total"]), True
+            return StepCount(int(b["n"]), int(b["total"]), True)
     for pat in STEP_PATTERNS:
         m = pat.search(text)
         if m:
-            return int(m["n"]), None, False
+            return StepCount(int(m["n"]), None, False)
     return None
 
 
@@ -154,6 +162,20 @@ class Step(NamedTuple):
     bar: bool
 
 
+class Banner(NamedTuple):
+    """A line that announces a phase: its index and the phase (eval, save, init, or train for a start)."""
+
+    idx: int
+    kind: str
+
+
+class Witness(NamedTuple):
+    """A fact read from one line (a phase, an operation, a rank) and the line that shows it."""
+
+    value: Any
+    line: Line
+
+
 class Markers:
     """Step lines and banners of one source, read once, so each event finds its context by position
     (bisect) instead of rescanning the log: the cost per event does not grow with the log."""
@@ -161,23 +183,23 @@ class Markers:
     def __init__(self, lines: Sequence[Line]):
         self.lines = lines
         self.steps: list[Step] = []
-        self.banners: list[tuple[int, str]] = []  # (index, eval | save | init | train), one per line, by precedence
+        self.banners: list[Banner] = []  # one per line, by precedence
         for i, ln in enumerate(lines):
             text = ln.text
             s = step_of(ln)
             if s is not None:
-                self.steps.append(Step(i, s[0], s[1], s[2]))
+                self.steps.append(Step(i, s.n, s.total, s.bar))
             kind = _banner_kind(text, s is not None)
             if kind:
-                self.banners.append((i, kind))
-        self._by_rank: dict[int | None, tuple[list[int], list[tuple[int, str]], list[int], list[Step]]] = {}
+                self.banners.append(Banner(i, kind))
+        self._by_rank: dict[int | None, tuple[list[int], list[Banner], list[int], list[Step]]] = {}
 
-    def for_rank(self, rank: int | None) -> tuple[list[int], list[tuple[int, str]], list[int], list[Step]]:
+    def for_rank(self, rank: int | None) -> tuple[list[int], list[Banner], list[int], list[Step]]:
         """(banner indexes, banners, step indexes, steps) visible from `rank` (unranked lines count for all)."""
         if rank not in self._by_rank:
-            banners = [b for b in self.banners if _same_rank(self.lines[b[0]], rank)]
+            banners = [b for b in self.banners if _same_rank(self.lines[b.idx], rank)]
             steps = [s for s in self.steps if _same_rank(self.lines[s.idx], rank)]
-            self._by_rank[rank] = ([b[0] for b in banners], banners, [s.idx for s in steps], steps)
+            self._by_rank[rank] = ([b.idx for b in banners], banners, [s.idx for s in steps], steps)
         return self._by_rank[rank]
 
 
@@ -204,18 +226,18 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     b_idx, banners, s_idx, steps = markers.for_rank(rank)
     k = bisect_left(b_idx, idx) - 1
     nearest = banners[k] if k >= 0 else None
-    banner = nearest if nearest and nearest[1] != "train" else None
-    started = nearest[0] if nearest and nearest[1] == "train" else None
-    limit = banner[0] if banner else idx
+    banner = nearest if nearest and nearest.kind != "train" else None
+    started = nearest.idx if nearest and nearest.kind == "train" else None
+    limit = banner.idx if banner else idx
     j = bisect_left(s_idx, limit) - 1
     step = Value(value=steps[j].n, evidence=_ev(source, lines[steps[j].idx])) if j >= 0 else None
     train_total = steps[j].total if j >= 0 else None
     if banner:
-        lo, hi = bisect_right(s_idx, banner[0]), bisect_left(s_idx, idx)
+        lo, hi = bisect_right(s_idx, banner.idx), bisect_left(s_idx, idx)
         for s in reversed(steps[lo:hi]):  # the latest training step after the banner: training went on
             if not s.bar or (train_total is not None and s.total == train_total):
                 return Progress(Value(value=s.n, evidence=_ev(source, lines[s.idx])), None, None, None)
-        return Progress(step, banner[1], _ev(source, lines[banner[0]]), None)
+        return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None)
     if started is not None:
         after = bisect_left(s_idx, idx) - bisect_right(s_idx, started) > 0
         return Progress(step if after else None, None, None, None if after else _ev(source, lines[started]))
@@ -355,24 +377,24 @@ def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line
     return None
 
 
-def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> tuple[str, Line] | None:
+def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> Witness | None:
     """What was running: a KV-cache allocation or attention scores (from the failing statement or the innermost
     frame), else the innermost recognised frame's optimizer (its step or its state set-up) or backward."""
     if statement is not None and KV_STATEMENT.search(statement.text):
-        return "kv_cache", statement
+        return Witness("kv_cache", statement)
     if statement is not None and ATTENTION_STATEMENT.search(statement.text):
-        return "attention", statement
+        return Witness("attention", statement)
     if frames and ATTENTION_FUNCS.search(frames[-1][0].rsplit(".", 1)[-1]):
-        return "attention", frames[-1][1]
+        return Witness("attention", frames[-1][1])
     for func, ln in reversed(frames):
         name = func.rsplit(".", 1)[-1]
         if name in FORWARD_FUNCS:
             break  # a forward pass, even one run inside optimizer.step(closure) as Lightning does
         if name in OPTIMIZER_FUNCS or OPTIMIZER_PACKAGE.search(ln.text) \
                 or (name in ("step", "__init__") and OPTIMIZER_FILE.search(ln.text)):
-            return "optimizer", ln
+            return Witness("optimizer", ln)
         if name in BACKWARD_FUNCS:
-            return "backward", ln
+            return Witness("backward", ln)
     return None
 
 
@@ -385,27 +407,27 @@ def phase_from_message(text: str) -> bool:
 STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these decides; train/init frames are weaker
 
 
-def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> tuple[str, Line] | None:
+def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
     innermost of train and init (a module's .to() inside train() is still model set-up)."""
-    strong: tuple[str, Line] | None = None
-    innermost: tuple[str, Line] | None = None
+    strong: Witness | None = None
+    innermost: Witness | None = None
     for func, ln in frames:
         name = func.rsplit(".", 1)[-1]
         if name == "__init__" and "/torch/nn/modules/" in ln.text:  # a layer allocating its parameters
-            innermost = ("init", ln)
+            innermost = Witness("init", ln)
             continue
         if "/torch/optim/" in ln.text:  # inside optimizer.step()
-            innermost = ("train", ln)
+            innermost = Witness("train", ln)
             continue
         phases = _phase_of_name(name)
         for phase in phases:
             if phase in STRONG_PHASES:
-                strong = (phase, ln)
+                strong = Witness(phase, ln)
                 break
         else:
             if phases:
-                innermost = (phases[0], ln)
+                innermost = Witness(phases[0], ln)
     return strong or innermost
 
 
@@ -675,7 +697,7 @@ def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
                 continue
         s = step_of(ln)
         if s is not None:
-            last_step = s[0]
+            last_step = s.n
         if ("mem" in text or "llocated" in text or "eserved" in text) and not OOM_TEXT.search(text) \
                 and (sample := _hand_sample(ln, last_step, source)):
             out.append(sample)
@@ -714,17 +736,17 @@ ON_RANK = regex.compile(r"\bon (?:global )?rank (?P<rank>\d{1,6})\b", regex.I)
 RANK_LOOKBACK_LINES = 40  # a spawn header sits just above the traceback it introduces
 
 
-def rank_near(lines: Sequence[Line], idx: int) -> tuple[int, Line] | None:
+def rank_near(lines: Sequence[Line], idx: int) -> Witness | None:
     """The rank the log attributes the message on lines[idx] to, when no line prefix says it."""
     first = lines[idx]
     m = ON_RANK.search(first.text) or RANK_BANNER.search(first.text)
     if m:
-        return int(m["rank"]), first
+        return Witness(int(m["rank"]), first)
     for i in range(idx - 1, max(-1, idx - RANK_LOOKBACK_LINES), -1):
         ln = lines[i]
         m = SPAWN_HEADER.search(ln.text)
         if m:
-            return int(m["rank"]), ln
+            return Witness(int(m["rank"]), ln)
         if not ln.text.strip() and i < idx - 1 and not FRAME.match(lines[i + 1].text) \
                 and "Traceback" not in lines[i + 1].text:
             break  # a blank line that does not open a traceback ends this failure's block

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import regex
 
 from oomdoctor.parse import context as ctx
 from oomdoctor.parse import formats as P
+from oomdoctor.parse.messages import CLASSIFY_CHARS, Classified, classify
+from oomdoctor.parse.messages import era as message_era
+from oomdoctor.parse.messages import figures as message_figures
 from oomdoctor.parse.model import (
     EventKind,
     Evidence,
     OOMEvent,
     Operation,
-    OtherProcess,
     ParseResult,
     Phase,
     RunContext,
@@ -23,7 +25,7 @@ from oomdoctor.parse.model import (
 )
 from oomdoctor.parse.normalize import Line, normalize_region
 from oomdoctor.parse.reader import Region, check_path, scan
-from oomdoctor.units import GIB, IMPLAUSIBLE_BYTES, parse_size, to_bytes
+from oomdoctor.units import IMPLAUSIBLE_BYTES
 
 MAX_MESSAGE_LINES = 14
 DUPLICATE_WINDOW_LINES = 500
@@ -40,24 +42,23 @@ _COMPLETE = regex.compile(
 _NEW_RECORD = regex.compile(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
 )
-_TF_DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
-              "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1}
-_DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom", "GCU": "cuda_oom"}
-_GPU_INDEX = regex.compile(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
 _RUN_START = regex.compile(
     r"\*{5} Running training \*{5}|Loading checkpoint shards:\s+0%|torch\.distributed\.run|Setting ds_accelerator"
 )
-_PROCESS_SELF_MARGIN = 4 * GIB
 
 
 @dataclass
 class _Hit:
-    kind: str
+    """One OOM message found in a source's lines, before its context is read."""
+
+    c: Classified
     idx: int  # index of the first line in the source's Line list
     end: int  # index of the last line consumed
     text: str  # the message text (wrapped lines rejoined)
-    match: regex.Match[str] | None
-    pattern: str
+
+    @property
+    def kind(self) -> str:
+        return self.c.kind
 
 
 def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[int]]:
@@ -90,159 +91,6 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
     return text, j, offsets
 
 
-def _full(c: tuple[str, regex.Match[str] | None, str] | None) -> bool:
-    return c is not None and c[1] is not None and c[2] != "CACHING_ANY"
-
-
-def _classify(text: str) -> tuple[str, regex.Match[str] | None, str] | None:
-    """(kind, match, pattern name) for a candidate line's message, or None when it is not an OOM."""
-    text = text[:16384]
-    if "out of memory" in text or "Tried to allocate" in text:
-        for name in ("CACHING_2_1", "CACHING_1_4", "CACHING_1_0"):
-            m = getattr(P, name).search(text)
-            if m:
-                return _DEVICE_KIND[m["device"] or "CUDA"], m, name
-        m = P.CACHING_ANY.search(text)
-        if m:
-            return _DEVICE_KIND[m["device"]], m, "CACHING_ANY"
-        m = P.MPS.search(text)
-        if m:
-            return "mps_oom", m, "MPS"
-        if "MPS backend out of memory" in text:
-            return "mps_oom", None, "MPS"
-        if P.THC_PRE_1_0.search(text):
-            return "cuda_oom", None, "THC_PRE_1_0"
-        m = P.STREAM_EXECUTOR_OOM.search(text)
-        if m:
-            return ("tf_oom" if "tensorflow" in text else "xla_oom"), m, "STREAM_EXECUTOR_OOM"
-        if P.NCCL.search(text):
-            return "nccl", None, "NCCL"
-        if "THCudaCheck FAIL" in text and "out of memory" in text:
-            return "cuda_oom", None, "THC_PRE_1_0"
-        if P.CUDA_ERROR_STRICT.search(text):
-            return "cuda_error", None, "CUDA_ERROR"
-    if "Out of memory error on GPU" in text:
-        m = P.PADDLE.search(text)
-        if m:
-            return "cuda_oom", m, "PADDLE"
-    if "ALLOC_FAILED" in text:
-        m = P.CUBLAS.search(text)
-        if m:
-            return "cublas", m, "CUBLAS"
-    if P.TF_NOT_A_FAILURE.search(text):
-        return None
-    if "RESOURCE_EXHAUSTED" in text or "esource exhausted" in text or "ran out of memory" in text or "Ran out of memory" in text:
-        for name in ("XLA_BYTES", "XLA_HBM", "BFC_RAN_OUT"):
-            m = getattr(P, name).search(text)
-            if m:
-                return ("tf_oom" if name == "BFC_RAN_OUT" and "tensorflow" in text else "xla_oom"), m, name
-        if P.XLA_ANY.search(text) or "Resource exhausted: Out of memory" in text:
-            return "xla_oom", None, "XLA_ANY"
-    if "OOM when allocating" in text:
-        return "tf_oom", P.TF_OOM.search(text), "TF_OOM"
-    if "KV cache" in text or "cache blocks" in text:
-        m = P.KV_CACHE.search(text)
-        if m:
-            return "kv_cache", m, "KV_CACHE"
-    if "DefaultCPUAllocator" in text:
-        m = P.CPU_ALLOC.search(text)
-        if m:
-            return "host_oom", m, "CPU_ALLOC"
-    if not P.HOST_KILL_NOT.search(text):
-        m = P.HOST_KILL.search(text)
-        if m:
-            return "host_oom", m, "HOST_KILL"
-    return None
-
-
-def _size(m: regex.Match[str], group: str) -> int | None:
-    v = m.group(group) if group in m.groupdict() else None
-    return parse_size(v) if v else None
-
-
-def _figures(kind: str, m: regex.Match[str] | None, pattern: str, text: str) -> dict:
-    """The figures a matched message prints, in bytes, with the contract's derivations."""
-    f: dict = {}
-    if m is None:
-        pass  # no figures printed; the GPU index may still be in the text (below)
-    elif pattern in ("CACHING_1_0", "CACHING_1_4", "CACHING_2_1", "CACHING_ANY"):
-        req = m["requested"]
-        f["requested_bytes"] = None if req.startswith("more") else parse_size(req)
-        gpu = m.groupdict().get("gpu")
-        f["gpu_index"] = int(gpu) if gpu else None
-        for key, group in (("total_bytes", "total"), ("free_bytes", "free"), ("allocated_bytes", "allocated"),
-                           ("allowed_bytes", "allowed"), ("private_pools_bytes", "private")):
-            f[key] = _size(m, group)
-        if pattern == "CACHING_1_0":
-            f["reserved_unallocated_bytes"] = _size(m, "cached")
-            f["reserved_bytes"] = f["allocated_bytes"] + f["reserved_unallocated_bytes"]
-        elif pattern == "CACHING_1_4":
-            f["reserved_bytes"] = _size(m, "reserved")
-            f["reserved_unallocated_bytes"] = f["reserved_bytes"] - f["allocated_bytes"]
-        elif pattern == "CACHING_2_1":
-            f["reserved_unallocated_bytes"] = _size(m, "unallocated")
-            f["reserved_bytes"] = f["allocated_bytes"] + f["reserved_unallocated_bytes"]
-            _processes(f, m["procs"])
-    elif pattern == "PADDLE":
-        f.update(requested_bytes=_size(m, "requested"), allocated_bytes=_size(m, "allocated"), free_bytes=_size(m, "free"),
-                 gpu_index=int(m["gpu"]))
-    elif pattern == "MPS":
-        f.update(requested_bytes=_size(m, "requested"), allocated_bytes=_size(m, "allocated"),
-                 total_bytes=_size(m, "total"), detail={"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]})
-    elif pattern == "XLA_BYTES":
-        f["requested_bytes"] = parse_size(m["requested"])
-    elif pattern == "XLA_HBM":
-        f["total_bytes"] = parse_size(m["limit"] + "iB" if m["limit"][-1] in "KMGT" else m["limit"])
-        f["detail"] = {"used_bytes": parse_size(m["used"] + "iB" if m["used"][-1] in "KMGT" else m["used"]),
-                       "memory_space": m["space"]}
-    elif pattern == "BFC_RAN_OUT":
-        f["requested_bytes"] = int(m["rounded"]) if m["rounded"] else parse_size(m["requested"])
-    elif pattern == "STREAM_EXECUTOR_OOM":
-        f["requested_bytes"] = int(m["requested"])
-    elif pattern == "TF_OOM" and m["shape"] is not None:
-        dims = [int(d) for d in m["shape"].replace(" ", "").split(",") if d]
-        size = _TF_DTYPES.get((m["dtype"] or "").lower())
-        if size:
-            n = 1
-            for d in dims:
-                n *= d
-            f["requested_bytes"] = n * size
-        f["detail"] = {"shape": dims, "dtype": m["dtype"], "device": m["device"], "allocator": m["allocator"]}
-    elif pattern == "CPU_ALLOC":
-        f["requested_bytes"] = int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")
-    elif pattern == "KV_CACHE":
-        if m["need"]:
-            f["requested_bytes"], f["free_bytes"] = parse_size(m["need"]), parse_size(m["avail"])
-        if m["tokens"]:
-            f["detail"] = {"kv_cache_tokens": int(m["tokens"])}
-    elif pattern == "CUBLAS":
-        f["detail"] = {"library": (m["lib"] or "CUDNN").upper()}
-    if "gpu_index" not in f or f["gpu_index"] is None:
-        g = _GPU_INDEX.search(text)
-        if g:
-            f["gpu_index"] = int(g["i"] or g["j"] or g["k"])
-    return f
-
-
-def _processes(f: dict, procs: str) -> None:
-    """Split the `Process N has X memory in use` clauses into this process and the others."""
-    others: list[OtherProcess] = []
-    for pm in P.PROCESS_CLAUSE.finditer(procs or ""):
-        size = parse_size(pm["size"])
-        if pm["self"]:
-            f["process_in_use_bytes"] = size
-        else:
-            others.append(OtherProcess(pid=int(pm["pid"]), bytes=size))
-    if "process_in_use_bytes" not in f and others and f.get("reserved_bytes") is not None:
-        # Containers print the failing process under its own pid: it is the one just above PyTorch's reserve.
-        candidates = [p for p in others if 0 <= p.bytes - f["reserved_bytes"] <= _PROCESS_SELF_MARGIN]
-        if candidates:
-            me = min(candidates, key=lambda p: p.bytes - f["reserved_bytes"])
-            f["process_in_use_bytes"] = me.bytes
-            others.remove(me)
-    f["other_processes"] = tuple(others)
-
-
 def _implausible(f: dict) -> tuple[str, ...]:
     bad = [k for k, v in f.items() if k.endswith("_bytes") and isinstance(v, int) and (v >= IMPLAUSIBLE_BYTES or v < 0)]
     if any(p.bytes >= IMPLAUSIBLE_BYTES for p in f.get("other_processes", ())):
@@ -256,24 +104,6 @@ def _implausible(f: dict) -> tuple[str, ...]:
     if proc is not None and reserved and proc < reserved and "process_in_use_bytes" not in bad:
         bad.append("process_in_use_bytes")  # NVML could not see the process (containers print 0 bytes)
     return tuple(bad)
-
-
-def _era(pattern: str, m: regex.Match[str] | None, text: str) -> str | None:
-    if pattern == "THC_PRE_1_0":
-        return "pre-1.0"
-    if pattern == "CACHING_1_0":
-        return "1.0-1.3"
-    if pattern == "CACHING_1_4":
-        return "1.10-2.0" if "max_split_size_mb" in text else "1.4-2.0"
-    if pattern == "CACHING_2_1" and m is not None:
-        if m["capword"] == "capacty" or "max_split_size_mb" in text:
-            return "2.1"
-        if "PYTORCH_ALLOC_CONF" in text:
-            return "2.9-2.10"
-        if "docs.pytorch.org" in text:
-            return "2.11+"
-        return "2.2-2.8"
-    return None
 
 
 _SQUEEZE = regex.compile(r"[ \t]{2,}|[*`]+|(?<=\s)> ")  # whitespace runs, markdown emphasis, quote markers
@@ -310,130 +140,181 @@ def _key(kind: str, text: str, m: regex.Match[str] | None) -> str:
 MEMO_ENTRIES = 256  # distinct one-line messages remembered while scanning one source
 
 
+def _full(c: Classified | None) -> bool:
+    return c is not None and c.full
+
+
+def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
+               ) -> tuple[Classified | None, str, int, list[int]]:
+    """The best reading of a message starting at lines[i]: (classified, text, last line index, line offsets).
+
+    Tries the three ways of rejoining wrapped lines, then the text with whitespace runs and markdown
+    squeezed out, then the trigger line alone.
+    """
+    t = lines[i].text
+    best: tuple[Classified | None, str, int, list[int]] | None = None
+    if t in memo:  # the same one-line message again (a flood of identical lines): classify it once
+        best = (memo[t], t, i, [0])
+    for mode in ("auto", "space", "tight") if best is None else ():
+        text, end, offsets = _assemble(lines, i, mode)
+        c = classify(text)
+        if best is None or (_full(c) and not _full(best[0])):
+            best = (c, text, end, offsets)
+        if _full(c):
+            break
+    assert best is not None  # the mode loop ran, or the memo answered
+    c, text, end, offsets = best
+    if end == i and _full(c) and text == t:
+        if len(memo) >= MEMO_ENTRIES:
+            memo.clear()
+        memo[t] = c
+    if not _full(c) and _SQUEEZE.search(text[:CLASSIFY_CHARS]):  # spaced-out or markdown-decorated message
+        sq, sq_offsets = _squeeze(text[:CLASSIFY_CHARS], offsets)
+        c2 = classify(sq)
+        if _full(c2) or (c is None and c2 is not None):
+            c, text, offsets = c2, sq, sq_offsets
+    if c is None and end > i:
+        c = classify(t)
+        text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
+    return c, text, end, offsets
+
+
 def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
     """Every OOM message in the lines: where it starts and ends, its kind, its match."""
     hits: list[_Hit] = []
-    memo: dict[str, tuple[str, regex.Match[str] | None, str] | None] = {}
+    memo: dict[str, Classified | None] = {}
     i = 0
     while i < len(lines):
         t = lines[i].text
-        if not any(tr in t for tr in _TRIGGERS) and "Tried to allocate" not in t:
-            i += 1
-            continue
-        if ctx.FRAME.match(t):
+        if (not any(tr in t for tr in _TRIGGERS) and "Tried to allocate" not in t) or ctx.FRAME.match(t):
             i += 1
             continue
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
-        best = None
-        if t in memo:  # the same one-line message again (a flood of identical lines): classify it once
-            best = (memo[t], t, i, [0])
-        for mode in ("auto", "space", "tight") if best is None else ():
-            text, end, offsets = _assemble(lines, i, mode)
-            c = _classify(text)
-            if best is None or (_full(c) and not _full(best[0])):
-                best = (c, text, end, offsets)
-            if _full(c):
-                break
-        assert best is not None  # the mode loop ran, or the memo answered
-        c, text, end, offsets = best
-        if end == i and _full(c) and text == t:
-            if len(memo) >= MEMO_ENTRIES:
-                memo.clear()
-            memo[t] = c
-        if not _full(c) and _SQUEEZE.search(text[:16384]):  # spaced-out or markdown-decorated message
-            sq, sq_offsets = _squeeze(text[:16384], offsets)
-            c2 = _classify(sq)
-            if _full(c2) or (c is None and c2 is not None):
-                c, text, offsets = c2, sq, sq_offsets
-        if c is None and end > i:
-            c = _classify(t)
-            text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
-        if not c or (code_like and not _full(c)):
+        c, text, end, offsets = _recognise(lines, i, memo)
+        if c is None or (code_like and not c.full):
             i += 1
             continue
         start = i
-        if c[1] is not None:  # the message may begin on a later line than the trigger
-            start = i + max(k for k, off in enumerate(offsets) if off <= c[1].start())
-        hits.append(_Hit(c[0], start, end, text, c[1], c[2]))
-        rest = text[c[1].end():] if c[1] is not None and c[2].startswith("CACHING") else ""
+        if c.match is not None:  # the message may begin on a later line than the trigger
+            start = i + max(k for k, off in enumerate(offsets) if off <= c.match.start())
+        hits.append(_Hit(c, start, end, text))
+        rest = text[c.match.end():] if c.match is not None and c.fmt.name.startswith("CACHING") else ""
         while "out of memory. Tried to allocate" in rest:  # interleaved writers: two messages on one line
-            c2 = _classify(rest)
-            if not c2 or c2[1] is None:
+            c2 = classify(rest)
+            if c2 is None or c2.match is None:
                 break
-            hits.append(_Hit(c2[0], start, end, rest, c2[1], c2[2]))
-            rest = rest[c2[1].end():]
-        i = end + 1 if c[0] != "host_oom" else i + 1
+            hits.append(_Hit(c2, start, end, rest))
+            rest = rest[c2.match.end():]
+        i = end + 1 if c.kind != "host_oom" else i + 1
     return hits
 
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
     root_rank = _root_cause_rank(lines, source)
+    hits = _find_hits(lines)
+    reader = _EventReader(lines, source, root_rank, ctx.Markers(lines if hits else ()))
     events: list[OOMEvent] = []
     seen: dict[str, int] = {}  # dedupe key -> index in events
-    run = 0
-    last_line_idx = -1
     run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)]
-    hits = _find_hits(lines)
-    figures_of: dict[str, dict] = {}
-    markers = ctx.Markers(lines if hits else ())
+    run, last_idx = 0, -1
     for hit in hits:
+        if events and any(last_idx < k < hit.idx for k in run_starts):
+            run += 1  # a new run started between the previous message and this one
+        last_idx = hit.idx
         first = lines[hit.idx]
-        if any(last_line_idx < k < hit.idx for k in run_starts) and events:
-            run += 1
-        last_line_idx = hit.idx
-        rank = first.rank
-        rank_ev = None
-        if rank is None and hit.kind != "host_oom" and (named := ctx.rank_near(lines, hit.idx)):
-            rank, rank_ev = named[0], ctx._ev(source, named[1])
-        if hit.text not in figures_of:  # a repeated message is read once
-            if len(figures_of) >= MEMO_ENTRIES:
-                figures_of.clear()
-            figures_of[hit.text] = _figures(hit.kind, hit.match, hit.pattern, hit.text)
-        f = dict(figures_of[hit.text])
-        figures = tuple((k, v) for k, v in sorted(f.items()) if k.endswith("_bytes") and v is not None)
-        key = f"{run}|{rank}|{f.get('gpu_index')}|" + ("THC" if hit.pattern == "THC_PRE_1_0"
-                                  else f"{hit.kind}|{figures}" if figures else _key(hit.kind, hit.text, hit.match))
-        if hit.kind == "host_oom":
-            prev = events[-1] if events else None
-            block_rank = rank if rank is not None else _block_rank(lines, hit.idx)
-            if prev and prev.kind == "host_oom" and (prev.rank is None or block_rank is None or prev.rank == block_rank) \
-                    and first.number - prev.end_line <= HOST_KILL_BLOCK_LINES:
-                if prev.rank is None and block_rank is not None:  # the Root Cause block names the rank
-                    events[-1] = prev.model_copy(update={"rank": block_rank})
-                continue  # one kill, reported by several lines of the same block
+        rank, rank_ev = reader.rank(hit)
+        f = reader.figures(hit)
+        if hit.kind == "host_oom" and _merge_host_kill(events, lines, hit, rank):
+            continue
+        key = _dedupe_key(run, rank, f, hit)
         if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
             continue  # the same message again: logged, then raised; or re-raised "during handling"
+        seen[key] = len(events)
+        events.append(reader.event(hit, f, run, rank, rank_ev))
+    _attach_root_cause_rank(events, root_rank)
+    run_ctx = RunContext(
+        source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source)),
+        eval_lines=tuple(ctx._ev(source, ln) for ln in lines if ctx.EVAL_BANNER.search(ln.text)),
+        torch_version=_first_value(lines, source, P.TORCH_VERSION, "version"),
+        alloc_conf=_alloc_conf(lines, source), root_cause_rank=root_rank,
+    )
+    if run_ctx.torch_version:
+        events = [e.model_copy(update={"torch_version": run_ctx.torch_version.value}) for e in events]
+    return events, run_ctx
+
+
+def _dedupe_key(run: int, rank: int | None, f: dict, hit: _Hit) -> str:
+    """Two messages with this key near each other are one failure printed twice."""
+    figures = tuple((k, v) for k, v in sorted(f.items()) if k.endswith("_bytes") and v is not None)
+    what = ("same-failure" if hit.c.fmt.same_failure
+            else f"{hit.kind}|{figures}" if figures else _key(hit.kind, hit.text, hit.c.match))
+    return f"{run}|{rank}|{f.get('gpu_index')}|{what}"
+
+
+def _merge_host_kill(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit, rank: int | None) -> bool:
+    """A host kill reported by several lines of one torchelastic block is one kill: merge it into the last."""
+    prev = events[-1] if events else None
+    block_rank = rank if rank is not None else _block_rank(lines, hit.idx)
+    if prev and prev.kind == "host_oom" and (prev.rank is None or block_rank is None or prev.rank == block_rank) \
+            and lines[hit.idx].number - prev.end_line <= HOST_KILL_BLOCK_LINES:
+        if prev.rank is None and block_rank is not None:  # the Root Cause block names the rank
+            events[-1] = prev.model_copy(update={"rank": block_rank})
+        return True
+    return False
+
+
+def _attach_root_cause_rank(events: list[OOMEvent], root_rank: Value | None) -> None:
+    """torchelastic names the failing rank; give it to the one event whose message carried no prefix."""
+    if root_rank is None:
+        return
+    unranked = [k for k, e in enumerate(events) if e.rank is None and e.kind != "host_oom"]
+    if len(unranked) == 1 and not any(e.rank is not None for e in events if e.kind != "host_oom"):
+        k = unranked[0]
+        events[k] = events[k].model_copy(update={
+            "rank": root_rank.value, "root_cause": True,
+            "evidence": {**events[k].evidence, "rank": root_rank.evidence}})
+
+
+@dataclass
+class _EventReader:
+    """Reads the context of each message in one source: rank, figures, step, phase, operation."""
+
+    lines: Sequence[Line]
+    source: str
+    root_rank: Value | None
+    markers: ctx.Markers
+    figures_of: dict[str, dict] = field(default_factory=dict)
+
+    def rank(self, hit: _Hit) -> tuple[int | None, Evidence | None]:
+        first = self.lines[hit.idx]
+        if first.rank is None and hit.kind != "host_oom" and (named := ctx.rank_near(self.lines, hit.idx)):
+            return named.value, ctx._ev(self.source, named.line)
+        return first.rank, None
+
+    def figures(self, hit: _Hit) -> dict:
+        """The message's figures (a repeated message is read once; the copy is the caller's)."""
+        if hit.text not in self.figures_of:
+            if len(self.figures_of) >= MEMO_ENTRIES:
+                self.figures_of.clear()
+            self.figures_of[hit.text] = message_figures(hit.c, hit.text)
+        return dict(self.figures_of[hit.text])
+
+    def event(self, hit: _Hit, f: dict, run: int, rank: int | None, rank_ev: Evidence | None) -> OOMEvent:
+        lines, source = self.lines, self.source
+        first = lines[hit.idx]
         detail = dict(f.pop("detail", {}) or {})  # the cached figures are shared: never mutate their detail
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
-        step, banner_phase, banner_ev, started = ctx.step_and_banner(markers, hit.idx, rank, source)
-        phase, phase_ev = "unknown", None
+        step, banner_phase, banner_ev, started = ctx.step_and_banner(self.markers, hit.idx, rank, source)
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
             frames = ctx.frames_after(lines, hit.end, rank)
-        pf = ctx.phase_from_frames(frames)
         op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
         if op:
-            evidence["operation"] = ctx._ev(source, op[1])
-        jit_phase = ctx.phase_from_jit(hit.text) if "jit(" in hit.text or "pmap(" in hit.text else None
-        if ctx.phase_from_message(first.text):
-            phase, phase_ev = "save", evidence["message"]
-        elif jit_phase and not pf:
-            phase, phase_ev = jit_phase, evidence["message"]
-        elif pf and (pf[0] != "train" or not banner_phase):
-            phase, phase_ev = pf[0], ctx._ev(source, pf[1])
-        elif banner_phase:
-            phase, phase_ev = banner_phase, banner_ev
-        elif pf:
-            phase, phase_ev = pf[0], ctx._ev(source, pf[1])
-        elif hit.kind == "kv_cache":  # vLLM sizes its KV cache while the engine starts
-            phase, phase_ev = "init", evidence["message"]
-        elif step:  # no traceback, no banner: the last thing the log shows is training progress
-            phase, phase_ev = "train", step.evidence
-        elif started:  # training started and failed before its first logged step
-            phase, phase_ev = "train", started
+            evidence["operation"] = ctx._ev(source, op.line)
+        phase, phase_ev = self._phase(hit, frames, step, banner_phase, banner_ev, started, evidence["message"])
         if started and step is None and phase == "train":
             detail["first_step"] = True
             evidence["first_step"] = started
@@ -452,38 +333,44 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
                 if cm:
                     f["requested_bytes"] = int(cm["requested"])
                     break
-        if frames and (later := ctx.progress_after(markers, hit.end, rank, step.value if step else None)):
+        if frames and (later := ctx.progress_after(self.markers, hit.end, rank, step.value if step else None)):
             detail["progress_after"] = True  # raised, yet a training counter went on: another run writes here
             evidence["progress_after"] = ctx._ev(source, later)
         if hit.kind in ("tf_oom", "xla_oom") and f.get("total_bytes") is None:
             _bfc_stats(lines, hit.idx, f)
         fatal = detail.pop("fatal", True)
-        ev = OOMEvent(
+        return OOMEvent(
             kind=cast(EventKind, hit.kind), source=source, line=first.number, end_line=lines[hit.end].number,
             rank=rank, step=step.value if step else None, phase=cast(Phase, phase),
-            operation=cast(Operation, op[0]) if op else None, message=regex.sub(r"\s+", " ", hit.text).strip()[:4000],
-            era=_era(hit.pattern, hit.match, hit.text), fatal=fatal, implausible=_implausible(f),
-            root_cause=root_rank is not None and rank == root_rank.value, run=run, detail=detail,
+            operation=cast(Operation, op.value) if op else None, message=regex.sub(r"\s+", " ", hit.text).strip()[:4000],
+            era=message_era(hit.c, hit.text), fatal=fatal, implausible=_implausible(f),
+            root_cause=self.root_rank is not None and rank == self.root_rank.value, run=run, detail=detail,
             evidence=evidence, **{k: v for k, v in f.items() if v is not None or k == "gpu_index"},
         )
-        seen[key] = len(events)
-        events.append(ev)
-    if root_rank is not None:
-        unranked = [k for k, e in enumerate(events) if e.rank is None and e.kind != "host_oom"]
-        if len(unranked) == 1 and not any(e.rank is not None for e in events if e.kind != "host_oom"):
-            k = unranked[0]  # torchelastic names the failing rank; the message itself carried no prefix
-            events[k] = events[k].model_copy(update={
-                "rank": root_rank.value, "root_cause": True,
-                "evidence": {**events[k].evidence, "rank": root_rank.evidence}})
-    run_ctx = RunContext(
-        source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source)),
-        eval_lines=tuple(ctx._ev(source, ln) for ln in lines if ctx.EVAL_BANNER.search(ln.text)),
-        torch_version=_first_value(lines, source, P.TORCH_VERSION, "version"),
-        alloc_conf=_alloc_conf(lines, source), root_cause_rank=root_rank,
-    )
-    if run_ctx.torch_version:
-        events = [e.model_copy(update={"torch_version": run_ctx.torch_version.value}) for e in events]
-    return events, run_ctx
+
+    def _phase(self, hit: _Hit, frames: list, step: Value | None, banner_phase: str | None,
+               banner_ev: Evidence | None, started: Evidence | None, message_ev: Evidence) -> tuple[str, Evidence | None]:
+        """The phase, from the strongest witness: the message itself, the frames, a banner, progress, a start."""
+        first = self.lines[hit.idx]
+        pf = ctx.phase_from_frames(frames)
+        jit_phase = ctx.phase_from_jit(hit.text) if "jit(" in hit.text or "pmap(" in hit.text else None
+        if ctx.phase_from_message(first.text):
+            return "save", message_ev
+        if jit_phase and not pf:
+            return jit_phase, message_ev
+        if pf and (pf.value != "train" or not banner_phase):
+            return pf.value, ctx._ev(self.source, pf.line)
+        if banner_phase:
+            return banner_phase, banner_ev
+        if pf:
+            return pf.value, ctx._ev(self.source, pf.line)
+        if hit.kind == "kv_cache":  # vLLM sizes its KV cache while the engine starts
+            return "init", message_ev
+        if step:  # no traceback, no banner: the last thing the log shows is training progress
+            return "train", step.evidence
+        if started:  # training started and failed before its first logged step
+            return "train", started
+        return "unknown", None
 
 
 def _bfc_stats(lines: Sequence[Line], end: int, f: dict) -> None:

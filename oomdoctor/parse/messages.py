@@ -1,0 +1,256 @@
+"""The table of OOM message formats: for each, when to try it, its pattern, event kind, era and figures.
+
+A new message era is one `MessageFormat` entry here (its pattern in `formats.py`) plus one example line
+in `tests/test_patterns.py`. Order matters: the first entry that matches a message wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeAlias
+
+import regex
+
+from oomdoctor.parse import formats as P
+from oomdoctor.parse.model import OtherProcess
+from oomdoctor.units import GIB, parse_size, to_bytes
+
+Match: TypeAlias = "regex.Match[str]"
+Figures: TypeAlias = dict[str, Any]
+
+CLASSIFY_CHARS = 16384  # a message is classified on its first 16 KiB (a longer one is glued text)
+PROCESS_SELF_MARGIN_BYTES = 4 * GIB  # a container's own pid sits at most this far above PyTorch's reserve
+DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom",
+               "GCU": "cuda_oom"}
+TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+                  "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1}
+_GPU_INDEX = regex.compile(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
+
+_OOM_WORDS = ("out of memory", "Tried to allocate")
+_XLA_WORDS = ("RESOURCE_EXHAUSTED", "esource exhausted", "ran out of memory", "Ran out of memory")
+
+
+@dataclass(frozen=True)
+class MessageFormat:
+    """One message format: tried when any `gate` string is in the text (and every `also` string), unless `veto` matches."""
+
+    name: str
+    gate: tuple[str, ...]
+    pattern: regex.Pattern[str] | None  # None: the gate alone identifies the message (no figures)
+    kind: str | Callable[[Match | None, str], str]
+    figures: Callable[[Match], Figures] | None = None
+    era: str | Callable[[Match, str], str] | None = None
+    also: tuple[str, ...] = ()
+    veto: regex.Pattern[str] | None = None
+    bare: bool = False  # the gate alone is enough when the pattern does not match (the match is then None)
+    complete: bool = True  # False for a fallback that only gives part of a message's figures
+    recognise_only: bool = False  # the pattern only recognises the message; it has no figures (match dropped)
+    same_failure: bool = False  # every such message near another is the same failure (one per failing call site)
+
+    def kind_of(self, m: Match | None, text: str) -> str:
+        return self.kind if isinstance(self.kind, str) else self.kind(m, text)
+
+    def era_of(self, m: Match | None, text: str) -> str | None:
+        if callable(self.era):
+            return self.era(m, text) if m is not None else None
+        return self.era
+
+
+class Classified(NamedTuple):
+    """A recognised message: its event kind, the pattern's match (None for a bare message) and its format."""
+
+    kind: str
+    match: Match | None
+    fmt: MessageFormat
+
+    @property
+    def full(self) -> bool:
+        """The message matched its format in full (not a fallback, not bare)."""
+        return self.match is not None and self.fmt.complete
+
+
+def _size(m: Match, group: str) -> int | None:
+    v = m.groupdict().get(group)
+    return parse_size(v) if v else None
+
+
+def _caching_common(m: Match) -> Figures:
+    req = m["requested"]
+    gpu = m.groupdict().get("gpu")
+    f: Figures = {"requested_bytes": None if req.startswith("more") else parse_size(req),
+                  "gpu_index": int(gpu) if gpu else None}
+    for key, group in (("total_bytes", "total"), ("free_bytes", "free"), ("allocated_bytes", "allocated"),
+                       ("allowed_bytes", "allowed"), ("private_pools_bytes", "private")):
+        f[key] = _size(m, group)
+    return f
+
+
+def _caching_1_0(m: Match) -> Figures:
+    """1.0-1.3 print "X cached": the reserved-but-unallocated part."""
+    f = _caching_common(m)
+    f["reserved_unallocated_bytes"] = _size(m, "cached")
+    f["reserved_bytes"] = f["allocated_bytes"] + f["reserved_unallocated_bytes"]
+    return f
+
+
+def _caching_1_4(m: Match) -> Figures:
+    f = _caching_common(m)
+    f["reserved_bytes"] = _size(m, "reserved")
+    f["reserved_unallocated_bytes"] = f["reserved_bytes"] - f["allocated_bytes"]
+    return f
+
+
+def _caching_2_1(m: Match) -> Figures:
+    f = _caching_common(m)
+    f["reserved_unallocated_bytes"] = _size(m, "unallocated")
+    f["reserved_bytes"] = f["allocated_bytes"] + f["reserved_unallocated_bytes"]
+    _processes(f, m["procs"])
+    return f
+
+
+def _processes(f: Figures, procs: str) -> None:
+    """Split the `Process N has X memory in use` clauses into this process and the others."""
+    others: list[OtherProcess] = []
+    for pm in P.PROCESS_CLAUSE.finditer(procs or ""):
+        size = parse_size(pm["size"])
+        if pm["self"]:
+            f["process_in_use_bytes"] = size
+        else:
+            others.append(OtherProcess(pid=int(pm["pid"]), bytes=size))
+    if "process_in_use_bytes" not in f and others and f.get("reserved_bytes") is not None:
+        # Containers print the failing process under its own pid: it is the one just above PyTorch's reserve.
+        candidates = [p for p in others if 0 <= p.bytes - f["reserved_bytes"] <= PROCESS_SELF_MARGIN_BYTES]
+        if candidates:
+            me = min(candidates, key=lambda p: p.bytes - f["reserved_bytes"])
+            f["process_in_use_bytes"] = me.bytes
+            others.remove(me)
+    f["other_processes"] = tuple(others)
+
+
+def _xla_size(v: str) -> int:
+    """XLA prints "1.5G" for GiB."""
+    return parse_size(v + "iB" if v[-1] in "KMGT" else v)
+
+
+def _tf_oom(m: Match) -> Figures:
+    if m["shape"] is None:
+        return {}
+    dims = [int(d) for d in m["shape"].replace(" ", "").split(",") if d]
+    f: Figures = {"detail": {"shape": dims, "dtype": m["dtype"], "device": m["device"], "allocator": m["allocator"]}}
+    size = TF_DTYPE_BYTES.get((m["dtype"] or "").lower())
+    if size:
+        n = 1
+        for d in dims:
+            n *= d
+        f["requested_bytes"] = n * size
+    return f
+
+
+def _kv_cache(m: Match) -> Figures:
+    f: Figures = {}
+    if m["need"]:
+        f["requested_bytes"], f["free_bytes"] = parse_size(m["need"]), parse_size(m["avail"])
+    if m["tokens"]:
+        f["detail"] = {"kv_cache_tokens": int(m["tokens"])}
+    return f
+
+
+def _caching_era(m: Match, text: str) -> str:
+    if m["capword"] == "capacty" or "max_split_size_mb" in text:
+        return "2.1"
+    if "PYTORCH_ALLOC_CONF" in text:
+        return "2.9-2.10"
+    if "docs.pytorch.org" in text:
+        return "2.11+"
+    return "2.2-2.8"
+
+
+def _device_kind(m: Match | None, text: str) -> str:
+    return DEVICE_KIND[(m["device"] if m is not None else None) or "CUDA"]
+
+
+def _tf_if_named(m: Match | None, text: str) -> str:
+    return "tf_oom" if "tensorflow" in text else "xla_oom"
+
+
+MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
+    # PyTorch's caching allocator, newest era first.
+    MessageFormat("CACHING_2_1", _OOM_WORDS, P.CACHING_2_1, _device_kind, _caching_2_1, _caching_era),
+    MessageFormat("CACHING_1_4", _OOM_WORDS, P.CACHING_1_4, _device_kind, _caching_1_4,
+                  lambda m, text: "1.10-2.0" if "max_split_size_mb" in text else "1.4-2.0"),
+    MessageFormat("CACHING_1_0", _OOM_WORDS, P.CACHING_1_0, _device_kind, _caching_1_0, "1.0-1.3"),
+    MessageFormat("CACHING_ANY", _OOM_WORDS, P.CACHING_ANY, _device_kind, _caching_common, complete=False),
+    MessageFormat("MPS", _OOM_WORDS, P.MPS, "mps_oom", lambda m: {
+        "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
+        "total_bytes": _size(m, "total"), "detail": {"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]}}),
+    MessageFormat("MPS_BARE", ("MPS backend out of memory",), None, "mps_oom"),
+    MessageFormat("THC_PRE_1_0", _OOM_WORDS, P.THC_PRE_1_0, "cuda_oom", era="pre-1.0", recognise_only=True,
+                  same_failure=True),
+    MessageFormat("STREAM_EXECUTOR_OOM", _OOM_WORDS, P.STREAM_EXECUTOR_OOM, _tf_if_named,
+                  lambda m: {"requested_bytes": int(m["requested"])}),
+    MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
+    MessageFormat("THCUDACHECK", ("THCudaCheck FAIL",), None, "cuda_oom", era="pre-1.0", also=("out of memory",),
+                  same_failure=True),
+    MessageFormat("CUDA_ERROR", _OOM_WORDS, P.CUDA_ERROR_STRICT, "cuda_error", recognise_only=True),
+    MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
+        "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
+        "free_bytes": _size(m, "free"), "gpu_index": int(m["gpu"])}),
+    MessageFormat("CUBLAS", ("ALLOC_FAILED",), P.CUBLAS, "cublas",
+                  lambda m: {"detail": {"library": (m["lib"] or "CUDNN").upper()}}),
+    # TensorFlow / XLA. TensorFlow warns with the same words when it only lost speed: not a failure.
+    MessageFormat("XLA_BYTES", _XLA_WORDS, P.XLA_BYTES, "xla_oom",
+                  lambda m: {"requested_bytes": parse_size(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("XLA_HBM", _XLA_WORDS, P.XLA_HBM, "xla_oom", lambda m: {
+        "total_bytes": _xla_size(m["limit"]), "detail": {"used_bytes": _xla_size(m["used"]), "memory_space": m["space"]}},
+        veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("BFC_RAN_OUT", _XLA_WORDS, P.BFC_RAN_OUT, _tf_if_named, lambda m: {
+        "requested_bytes": int(m["rounded"]) if m["rounded"] else parse_size(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("XLA_ANY", _XLA_WORDS, P.XLA_ANY, "xla_oom", veto=P.TF_NOT_A_FAILURE, recognise_only=True),
+    MessageFormat("XLA_TF_RESOURCE", ("Resource exhausted: Out of memory",), None, "xla_oom", veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("TF_OOM", ("OOM when allocating",), P.TF_OOM, "tf_oom", _tf_oom, veto=P.TF_NOT_A_FAILURE, bare=True),
+    MessageFormat("KV_CACHE", ("KV cache", "cache blocks"), P.KV_CACHE, "kv_cache", _kv_cache, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("CPU_ALLOC", ("DefaultCPUAllocator",), P.CPU_ALLOC, "host_oom", lambda m: {
+        "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
+)
+_VETO_ALL = {"HOST_KILL"}  # TensorFlow's not-a-failure note silences host kills on the same text too
+
+
+def classify(text: str) -> Classified | None:
+    """The first format that recognises this message text, or None when it is not an OOM."""
+    text = text[:CLASSIFY_CHARS]
+    not_a_failure: bool | None = None
+    for fmt in MESSAGE_FORMATS:
+        if not any(g in text for g in fmt.gate) or not all(a in text for a in fmt.also):
+            continue
+        if fmt.veto is not None and fmt.veto.search(text):
+            continue
+        if fmt.name in _VETO_ALL:
+            if not_a_failure is None:
+                not_a_failure = bool(P.TF_NOT_A_FAILURE.search(text))
+            if not_a_failure:
+                return None
+        if fmt.pattern is None:
+            return Classified(fmt.kind_of(None, text), None, fmt)
+        m = fmt.pattern.search(text)
+        if m is not None and fmt.recognise_only:
+            return Classified(fmt.kind_of(None, text), None, fmt)
+        if m is not None or fmt.bare:
+            return Classified(fmt.kind_of(m, text), m, fmt)
+    return None
+
+
+def figures(c: Classified, text: str) -> Figures:
+    """The figures a recognised message prints, in bytes, with the contract's derivations."""
+    f: Figures = c.fmt.figures(c.match) if c.match is not None and c.fmt.figures else {}
+    if f.get("gpu_index") is None:
+        g = _GPU_INDEX.search(text)
+        if g:
+            f["gpu_index"] = int(g["i"] or g["j"] or g["k"])
+    return f
+
+
+def era(c: Classified, text: str) -> str | None:
+    """The PyTorch message era the wording belongs to (None for formats without eras)."""
+    return c.fmt.era_of(c.match, text)
