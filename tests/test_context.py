@@ -191,3 +191,32 @@ def test_ranks_reach_events_from_spawn_headers_and_the_elastic_root_cause():
                "  rank      : 5 (local_rank: 5)\n  exitcode  : 1 (pid: 123)\n")
     e = one(elastic)
     assert (e.rank, e.root_cause) == (5, True)
+
+
+def _frames(*frames: tuple[str, str]) -> str:
+    return "Traceback (most recent call last):\n" + "".join(
+        f'  File "{path}", line 10, in {func}\n    call()\n' for path, func in frames)
+
+
+SITE = "/usr/lib/python3.10/site-packages"
+
+
+def test_optimizer_internals_take_the_phase_of_what_encloses_them():
+    step_excerpt = _frames((f"{SITE}/deepspeed/runtime/zero/stage3.py", "_optimizer_step"))
+    engine_init = _frames((f"{SITE}/deepspeed/__init__.py", "initialize"),
+                          (f"{SITE}/deepspeed/runtime/engine.py", "_configure_zero_optimizer"),
+                          (f"{SITE}/deepspeed/runtime/zero/stage3.py", "initialize_optimizer_states"),
+                          (f"{SITE}/deepspeed/runtime/zero/stage3.py", "_optimizer_step"),
+                          (f"{SITE}/torch/optim/adam.py", "_init_group"))
+    in_training = _frames(("train.py", "train_one_epoch"), (f"{SITE}/torch/optim/adamw.py", "_init_group"))
+    assert [events(t + MSG)[0].phase for t in (step_excerpt, engine_init, in_training)] == ["train", "init", "train"]
+
+
+def test_moving_a_module_to_the_device_is_set_up():
+    convert = _frames((f"{SITE}/torch/nn/modules/module.py", "convert"))
+    assert events(convert + MSG)[0].phase == "init"
+
+
+def test_a_collectors_bare_time_stamp_does_not_hide_the_frames():
+    text = "".join(f"16:49:33.632{ln}\n" for ln in (_frames(("train.py", "train_one_epoch")) + MSG).splitlines())
+    assert events(text)[0].phase == "train"

@@ -12,7 +12,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "b-verifiers-grpo-rank1-to-device.log": "phase: the failing rank's frames are not in the excerpt",
     "c-cuda-error-unsloth-wsl-jupyter.log": "phase: Jupyter's JSON error dump has no frames we read",
     "d-host-cpualloc-fooocus-twice.log": "phase: frames name a generate pipeline, the sidecar says init",
     "d-host-k8s-openpai-oomkilled.log": "phase: the pod message embeds the job log with literal \\n",
@@ -20,6 +19,9 @@ KNOWN_GAPS = {
     "d-tf-automl-bfc-int8.log": "phase: train is only implied by lines after the failure",
     "mix-espresso-fairseq-oom-summary.log": "phase: train is only in fairseq's warning wording",
     "mix-ncrfpp-thcudacheck-backward.log": "phase: Python 2 traceback after a THCudaCheck line",
+    # held-out fixtures: their gaps are recorded, not tuned away
+    "n2-megatron-load-optim-nccl-calloc-cublas.log": "two NCCL warnings from two devices read as one; calloc sizes",
+    "n2-pytorch-thd-nccl-allreduce-init-oom.log": "gpu_index: 2018 NCCL warning without the NCCL tag",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

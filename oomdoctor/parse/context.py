@@ -99,7 +99,7 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "_apply", "cuda", "to", "_move_model_to_device", "initialize", "prepare", "_prepare_deepspeed",
         "load_model", "_load_state_dict_into_meta_model", "build_model", "get_model", "create_model",
         "_configure_optimizer", "_configure_zero_optimizer", "_configure_basic_optimizer", "setup_model_and_optimizer",
-        "init_weights", "_init_weights", "from_config", "model_init",
+        "init_weights", "_init_weights", "from_config", "model_init", "initialize_optimizer_states",
     }),
 }
 PHASE_ORDER = ("save", "eval", "generate", "train", "init")
@@ -345,6 +345,7 @@ OPTIMIZER_FILE = regex.compile(r"_optimizer\.py\b|/zero/stage")  # their step() 
 OPTIMIZER_FUNCS = frozenset({"initialize_optimizer_states", "optimizer_step", "_optimizer_step", "_do_optimizer_step",
                              "_init_group", "_single_tensor_adamw", "_multi_tensor_adamw", "_single_tensor_adam",
                              "_multi_tensor_adam", "_fused_adamw", "_fused_adam"})
+OPTIMIZER_SETUP_FUNCS = frozenset({"initialize_optimizer_states"})  # creates the states inside the engine's constructor
 # The model's forward: innermost of these, the failure is in the forward pass whatever encloses it.
 FORWARD_FUNCS = frozenset({"forward", "_call_impl", "_wrapped_call_impl", "training_step", "validation_step",
                            "compute_loss", "_training_step", "closure", "_forward"})
@@ -409,16 +410,18 @@ STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these deci
 
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
-    innermost of train and init (a module's .to() inside train() is still model set-up)."""
+    innermost of train and init (a module's .to() inside train() is still model set-up). Optimizer internals
+    take the phase of what encloses them: a step inside engine construction is set-up, else training."""
     strong: Witness | None = None
     innermost: Witness | None = None
     for func, ln in frames:
         name = func.rsplit(".", 1)[-1]
-        if name == "__init__" and "/torch/nn/modules/" in ln.text:  # a layer allocating its parameters
+        if name in ("__init__", "convert") and "/torch/nn/modules/" in ln.text:  # a layer's parameters, Module.to()
             innermost = Witness("init", ln)
             continue
-        if "/torch/optim/" in ln.text:  # inside optimizer.step()
-            innermost = Witness("train", ln)
+        if "/torch/optim/" in ln.text or (name in OPTIMIZER_FUNCS and name not in OPTIMIZER_SETUP_FUNCS):
+            if innermost is None or innermost.value != "init":  # inside optimizer.step()
+                innermost = Witness("train", ln)
             continue
         phases = _phase_of_name(name)
         for phase in phases:

@@ -23,6 +23,8 @@ LOG_PREFIX = regex.compile(
     r"""^(?:
         \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                       # [12:00:00]
+      | \d\d:\d\d:\d\d[.,]\d{1,6}(?!\d)\s*                                       # a collector's 16:49:33.632
+
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w./-]+:\d+\]\s?              # glog: E0101 12:00:00.123456 1234 f.cc:12]
       | \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)(?:\|[\w./-]+:\d+)?\]\s*(?:\d{4}-\d\d-\d\d\s[\d:,.]+\s*>>\s?)?
                                                                               # [INFO|trainer.py:12] … >>
