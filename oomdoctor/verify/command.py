@@ -12,6 +12,7 @@ from oomdoctor.verify import config as cfgmod
 from oomdoctor.verify import runner
 
 EXIT_FIXED, EXIT_NOT_FIXED, EXIT_BAD_CONFIG = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C (cli.main exits with the same)
 
 
 def report(res: cfgmod.Resolved, device: str, trials: list[dict[str, Any]],
@@ -110,6 +111,16 @@ def progress_line(fix: str, result: dict[str, Any]) -> str:
     return f"  {fix}: {state}{secs}"
 
 
+def interrupted_line(exc: KeyboardInterrupt) -> str:
+    """The one line verify prints on Ctrl-C (or SIGTERM, SIGHUP): how far it got; every trial process is gone."""
+    if isinstance(exc, runner.Interrupted):
+        done = f"{exc.finished} of {exc.total} trial(s) finished, the rest stopped or cancelled"
+    else:
+        done = "the running trial was stopped"
+    why = f" ({exc})" if str(exc) else ""
+    return f"verify: interrupted{why}: {done}; no report written"
+
+
 def _b(n: int | None) -> str:
     return "" if n is None else format_bytes(n)
 
@@ -125,7 +136,7 @@ def _changes(t: dict[str, Any]) -> str:
 
 def run(config: Path, fmt: str = "text", output: Path | None = None, max_batch: bool = False,
         device: str | None = None, width: int | None = None) -> int:
-    """The verify command; returns the exit code (0 fixed, 1 not, 2 bad config)."""
+    """The verify command; returns the exit code (0 fixed, 1 not, 2 bad config, 130 interrupted)."""
     try:
         res = cfgmod.load(Path(config))
         if device is not None and device not in ("auto", "cuda", "sim"):
@@ -142,9 +153,20 @@ def run(config: Path, fmt: str = "text", output: Path | None = None, max_batch: 
         print(f"{where}: device cuda requested but no CUDA GPU is available to torch\n"
               "tip: use --device sim to replay on the simulated GPU", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    try:
+        runner.trial_memory_limit(dev)
+    except ValueError as exc:
+        print(f"{exc}\ntip: unset it, or give a size such as {runner.MAX_RSS_ENV}=8GiB", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     print(f"verify: {len(res.fixes) + 1} trial(s) on {dev} (fixes from {res.fixes_from})", file=sys.stderr)
-    trials = runner.run_all(res, dev, progress=lambda fix, r: print(progress_line(fix, r), file=sys.stderr, flush=True))
-    mb = runner.max_batch(res, dev) if max_batch else None
+    try:
+        with runner.signals_interrupt():
+            trials = runner.run_all(res, dev, progress=lambda fix, r: print(progress_line(fix, r), file=sys.stderr,
+                                                                            flush=True))
+            mb = runner.max_batch(res, dev) if max_batch else None
+    except KeyboardInterrupt as exc:
+        print(interrupted_line(exc), file=sys.stderr)
+        return EXIT_INTERRUPTED
     doc = report(res, dev, trials, mb)
     from oomdoctor.report.json_report import render_verify
 

@@ -1,7 +1,9 @@
 """One trial in its own process: `python -m oomdoctor.verify.trial` reads a JSON spec on stdin, writes JSON out.
 
 Spec keys: device ("sim" | "cuda"), phase, steps, workload {"kind": "transformer" | "entry", "entry", "params"},
-capacity_bytes, total_bytes, non_pytorch_bytes, alloc_conf. The result is the last line of stdout.
+capacity_bytes, total_bytes, non_pytorch_bytes, alloc_conf, result_path. The result goes to `result_path`, a file
+in a private folder the parent made, never to stdout: the step prints there freely and cannot forge a result by
+printing. Without `result_path` (a trial run by hand) the result is printed as the last line of stdout.
 For cuda the parent sets PYTORCH_CUDA_ALLOC_CONF in the environment before this process imports torch.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import sys
 import time
 import traceback
@@ -18,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-RESULT_MARK = "OOMDOCTOR-TRIAL-RESULT "
+# How a failed host allocation reads: Python's MemoryError, torch's CPU allocator, errno 12 (ENOMEM). Under the
+# trial's address-space limit (runner.trial_memory_limit) that is the limit, not the step.
+HOST_MEMORY_TEXT = ("can't allocate memory", "Cannot allocate memory", "std::bad_alloc")
 
 
 def load_entry(entry: str, base: Path | None = None) -> Callable[..., Any]:
@@ -159,16 +164,37 @@ def _parse_message(message: str) -> dict[str, Any] | None:
 
 
 def main() -> int:
+    """Read the spec, run the trial, write its result; a failing step is a result too (`error`)."""
     warnings.filterwarnings("ignore")
     spec = json.loads(sys.stdin.read())
     try:
         result = run_cuda(spec) if spec["device"] == "cuda" else run_sim(spec)
     except Exception as exc:
-        tb = traceback.format_exc(limit=-3)
-        result = {"error": f"{type(exc).__name__}: {exc}".strip(), "traceback": tb}
-    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
-    sys.stdout.flush()
+        result = failure(exc)
+    write_result(spec.get("result_path"), result)
     return 0
+
+
+def failure(exc: Exception) -> dict[str, Any]:
+    """A trial's error; `host_memory` marks a host allocation that failed, which the parent words as the limit."""
+    result: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}" if str(exc).strip() else type(exc).__name__,
+                              "traceback": traceback.format_exc(limit=-3)}
+    if isinstance(exc, MemoryError) or any(text in str(exc) for text in HOST_MEMORY_TEXT):
+        result["host_memory"] = True
+    return result
+
+
+def write_result(path: str | None, result: dict[str, Any]) -> None:
+    """Write the result to the parent's file (whole or not at all), or to stdout for a trial run by hand."""
+    text = json.dumps(result)
+    if not path:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
+    part = path + ".part"
+    with open(part, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(part, path)
 
 
 if __name__ == "__main__":
