@@ -220,3 +220,19 @@ def test_moving_a_module_to_the_device_is_set_up():
 def test_a_collectors_bare_time_stamp_does_not_hide_the_frames():
     text = "".join(f"16:49:33.632{ln}\n" for ln in (_frames(("train.py", "train_one_epoch")) + MSG).splitlines())
     assert events(text)[0].phase == "train"
+
+
+def test_a_bar_redrawn_right_after_the_message_gives_the_step():
+    text = MSG + "     0/299     15.8G      3.99     0.358         0      4.35        22       608:  63% 34/54 [00:42<00:25,  1.26s/it]\n"
+    assert events(text)[0].step == 34
+
+
+def test_an_inference_scripts_running_bar_is_not_a_training_step():
+    bar = " 33%|███▎      | 1/3 [01:33<03:06, 93.34s/it]\n"
+    infer = _frames(("test.py", "<module>"), ("test.py", "main"), ("test.py", "validation"))
+    train = _frames(("train.py", "<module>"), ("train.py", "train"), ("train.py", "validation"))
+    assert events(bar + infer + MSG)[0].step is None
+    assert events(bar + train + MSG)[0].step == 1
+    finished = " 100%|██████████| 12/12 [00:00<00:00, 47.40it/s]\n"  # training ended; then a generate call failed
+    gen = _frames(("train.py", "<module>"), (f"{SITE}/transformers/generation/utils.py", "generate"))
+    assert events(finished + gen + MSG)[0].step == 12

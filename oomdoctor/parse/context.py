@@ -14,7 +14,9 @@ from oomdoctor.parse.normalize import Line
 from oomdoctor.units import UnitError, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
-TQDM = regex.compile(r"(?P<pct>\d{1,3})%\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[")
+TQDM = regex.compile(
+    r"(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
+)  # with bar glyphs, or without them (a notebook's plain-text tqdm: "63% 34/54 [00:42<00:25")
 # Lightning's bars count batches within the epoch: tqdm "Epoch 1:  40%|####  | 4/10" and Rich "Epoch 1/2 ━━━ 4/10".
 LIGHTNING = regex.compile(
     r"^Epoch (?P<epoch>\d{1,20})(?::\s{0,4}\d{1,3}%\|[^|\n]{0,160}\||/\d{1,20}\s{1,4}[━╸╺─ ]{0,400})\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})"
@@ -129,7 +131,7 @@ def step_of(line: Line) -> StepCount | None:
     m = LIGHTNING.search(text)
     if m:  # the training loop's counter: batches of the epochs before, plus this one's
         return StepCount(int(m["epoch"]) * int(m["total"]) + int(m["n"]), int(m["total"]), True)
-    if "|" in text and "/" in text:
+    if "%" in text and "/" in text:
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
             return None
@@ -244,6 +246,18 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     return Progress(step, None, None, None)
 
 
+BAR_REDRAW_LINES = 2  # a progress bar closed by the exception redraws its last state right after the message
+
+
+def bar_right_after(markers: Markers, end: int, rank: int | None, source: str) -> Value | None:
+    """The count of a training bar redrawn on the lines right after a message (tqdm closing on the exception)."""
+    _, _, s_idx, steps = markers.for_rank(rank)
+    k = bisect_right(s_idx, end)
+    if k < len(steps) and steps[k].idx <= end + BAR_REDRAW_LINES and steps[k].bar:
+        return Value(value=steps[k].n, evidence=_ev(source, markers.lines[steps[k].idx]))
+    return None
+
+
 PROGRESS_AFTER_MIN = 3  # advancing step lines after a raised OOM before another run is suspected
 
 
@@ -307,7 +321,7 @@ _PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("eva
                      ("generate", ("generate",)), ("train", ("train_", "training", "_train")))
 NON_TRAIN_BAR = regex.compile(
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
-    r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|]{0,80}\d{1,3}%\|"
+    r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|%]{0,80}\d{1,3}%[|\s]"
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
@@ -432,6 +446,14 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
             if phases:
                 innermost = Witness(phases[0], ln)
     return strong or innermost
+
+
+def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
+    """The whole traceback (from `<module>`) runs an evaluation or generation with no training loop around it:
+    a progress bar's count there is not a training step."""
+    if phase not in ("eval", "generate") or not frames or frames[0][0] != "<module>":
+        return False
+    return not any("train" in _phase_of_name(func.rsplit(".", 1)[-1]) for func, _ in frames)
 
 
 # XLA names the jitted function in its op names: "pjit(train_step)", "jit(eval_step)/..."

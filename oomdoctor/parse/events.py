@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -308,6 +309,9 @@ class _EventReader:
         detail = dict(f.pop("detail", {}) or {})  # the cached figures are shared: never mutate their detail
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
         step, banner_phase, banner_ev, started = ctx.step_and_banner(self.markers, hit.idx, rank, source)
+        if step is None and banner_phase is None:
+            step = ctx.bar_right_after(self.markers, hit.end, rank, source)
+            started = None if step else started
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
             frames = ctx.frames_after(lines, hit.end, rank)
@@ -315,6 +319,8 @@ class _EventReader:
         if op:
             evidence["operation"] = ctx._ev(source, op.line)
         phase, phase_ev = self._phase(hit, frames, step, banner_phase, banner_ev, started, evidence["message"])
+        if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames):
+            step = None  # the bar that was running counts an inference loop's inputs, not training steps
         if started and step is None and phase == "train":
             detail["first_step"] = True
             evidence["first_step"] = started
@@ -347,6 +353,14 @@ class _EventReader:
             root_cause=self.root_rank is not None and rank == self.root_rank.value, run=run, detail=detail,
             evidence=evidence, **{k: v for k, v in f.items() if v is not None or k == "gpu_index"},
         )
+
+    def _unfinished_bar_before(self, step: Value, frames: list) -> bool:
+        """The step came from a bar still running (n < total) just before the traceback: the failing loop's bar."""
+        traceback_line = frames[0][1].number if frames else None
+        k = bisect_left(self.lines, step.evidence.line, key=lambda ln: ln.number)
+        count = ctx.step_of(self.lines[k]) if traceback_line and k < len(self.lines) else None
+        return bool(count and count.bar and count.total and count.n < count.total
+                    and traceback_line is not None and 0 < traceback_line - step.evidence.line <= 3)
 
     def _phase(self, hit: _Hit, frames: list, step: Value | None, banner_phase: str | None,
                banner_ev: Evidence | None, started: Evidence | None, message_ev: Evidence) -> tuple[str, Evidence | None]:
