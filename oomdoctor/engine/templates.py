@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, meta
@@ -31,9 +32,17 @@ def names_in(source: str) -> set[str]:
     return meta.find_undeclared_variables(ENV.parse(source))
 
 
+TEMPLATE_CACHE = 1024  # compiled message templates kept (a rule pack has a few hundred)
+
+
+@lru_cache(maxsize=TEMPLATE_CACHE)
+def _compiled(source: str) -> Any:
+    return ENV.from_string(source)
+
+
 def render(source: str, values: dict[str, Any]) -> str:
     """Render a rule message with the event's facts; the result is plain text, one paragraph."""
-    return " ".join(ENV.from_string(source).render(**values).split())
+    return " ".join(_compiled(source).render(**values).split())
 
 
 __all__ = ["ENV", "TemplateSyntaxError", "names_in", "render"]

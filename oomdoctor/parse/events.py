@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+import warnings
+from bisect import bisect_left, bisect_right
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import cast
 
 import regex
@@ -25,7 +28,7 @@ from oomdoctor.parse.model import (
     Value,
 )
 from oomdoctor.parse.normalize import Line, normalize_region
-from oomdoctor.parse.reader import Region, check_path, scan
+from oomdoctor.parse.reader import LimitWarning, Region, check_path, scan
 from oomdoctor.units import IMPLAUSIBLE_BYTES
 
 MAX_MESSAGE_LINES = 14
@@ -180,9 +183,8 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     return c, text, end, offsets
 
 
-def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
-    """Every OOM message in the lines: where it starts and ends, its kind, its match."""
-    hits: list[_Hit] = []
+def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
+    """Every OOM message in the lines, in order: where it starts and ends, its kind, its match."""
     memo: dict[str, Classified | None] = {}
     i = 0
     while i < len(lines):
@@ -200,29 +202,29 @@ def _find_hits(lines: Sequence[Line]) -> list[_Hit]:
         start = i
         if c.match is not None:  # the message may begin on a later line than the trigger
             start = i + max(k for k, off in enumerate(offsets) if off <= c.match.start())
-        hits.append(_Hit(c, start, end, text))
+        yield _Hit(c, start, end, text)
         rest = text[c.match.end():] if c.match is not None and c.fmt.name.startswith("CACHING") else ""
         while "out of memory. Tried to allocate" in rest:  # interleaved writers: two messages on one line
             c2 = classify(rest)
             if c2 is None or c2.match is None:
                 break
-            hits.append(_Hit(c2, start, end, rest))
+            yield _Hit(c2, start, end, rest)
             rest = rest[c2.match.end():]
         i = end + 1 if c.kind != "host_oom" else i + 1
-    return hits
 
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
     root_rank = _root_cause_rank(lines, source)
-    hits = _find_hits(lines)
-    reader = _EventReader(lines, source, root_rank, ctx.Markers(lines if hits else ()))
+    hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
+    first_hit = next(hits, None)
+    reader = _EventReader(lines, source, root_rank, ctx.Markers(lines if first_hit else ()))
     events: list[OOMEvent] = []
     seen: dict[str, int] = {}  # dedupe key -> index in events
-    run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)]
-    run, last_idx = 0, -1
-    for hit in hits:
-        if events and any(last_idx < k < hit.idx for k in run_starts):
+    run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)] if first_hit else []
+    run, last_idx, over = 0, -1, 0
+    for hit in chain((first_hit,), hits) if first_hit else ():
+        if events and bisect_right(run_starts, last_idx) < bisect_left(run_starts, hit.idx):
             run += 1  # a new run started between the previous message and this one
         last_idx = hit.idx
         first = lines[hit.idx]
@@ -233,8 +235,14 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         key = _dedupe_key(run, rank, f, hit)
         if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
             continue  # the same message again: logged, then raised; or re-raised "during handling"
+        if len(events) >= MAX_EVENTS_PER_SOURCE:
+            over += 1
+            continue
         seen[key] = len(events)
         events.append(reader.event(hit, f, run, rank, rank_ev))
+    if over:
+        warnings.warn(LimitWarning(f"{source}: {over:,} more OOM messages after the first {MAX_EVENTS_PER_SOURCE:,} "
+                                   "were counted, not reported one by one"), stacklevel=2)
     _attach_root_cause_rank(events, root_rank)
     run_ctx = RunContext(
         source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source)),
@@ -448,15 +456,80 @@ def _nccl_fatal(lines: Sequence[Line], end: int) -> bool:
     return True
 
 
+# Bounds per source, each with its reason. Region text kept for parsing: the first part (where configuration
+# and the first failures are) and the last part (where the fatal one is); what lies between is counted and
+# said, not kept. An OOM-dense log (a flood of messages, a gzip bomb) then costs bounded memory and time.
+KEPT_HEAD_CHARS = 8 * 1024 * 1024
+KEPT_TAIL_CHARS = 2 * 1024 * 1024
+KEPT_PIECE_CHARS = 256 * 1024  # the tail ring drops whole pieces: a region is cut into pieces this long
+MAX_EVENTS_PER_SOURCE = 2000  # distinct failures reported per source; more are counted and said
+
+
+@dataclass
+class _Kept:
+    """The region text kept for one source: a head up to KEPT_HEAD_CHARS (normalised as it comes), then a ring
+    of the last KEPT_TAIL_CHARS kept as raw text and normalised only at the end (dropped text is never split)."""
+
+    head: list[Line] = field(default_factory=list)
+    head_chars: int = 0
+    tail: deque[Region] = field(default_factory=deque)
+    tail_chars: int = 0
+    dropped_lines: int = 0
+    dropped_from: int | None = None
+    dropped_to: int | None = None
+
+    def add(self, region: Region) -> None:
+        if not self.tail and self.head_chars + len(region.text) <= KEPT_HEAD_CHARS:
+            self.head.extend(normalize_region(region.first_line, region.lines))
+            self.head_chars += len(region.text)
+            return
+        for piece in _pieces(region):
+            if not self.tail and self.head_chars + len(piece.text) <= KEPT_HEAD_CHARS:
+                self.head.extend(normalize_region(piece.first_line, piece.lines))
+                self.head_chars += len(piece.text)
+                continue
+            self.tail.append(piece)
+            self.tail_chars += len(piece.text)
+            while self.tail_chars > KEPT_TAIL_CHARS and len(self.tail) > 1:
+                gone = self.tail.popleft()
+                self.tail_chars -= len(gone.text)
+                n = gone.text.count("\n") + (not gone.text.endswith("\n"))
+                self.dropped_lines += n
+                self.dropped_from = gone.first_line if self.dropped_from is None else self.dropped_from
+                self.dropped_to = gone.first_line + n - 1
+
+    def lines(self, source: str) -> list[Line]:
+        if self.dropped_lines:
+            warnings.warn(LimitWarning(
+                f"{source}: {self.dropped_lines:,} lines of {self.dropped_from:,}-{self.dropped_to:,} not read "
+                f"(over the {(KEPT_HEAD_CHARS + KEPT_TAIL_CHARS) // 2**20} MiB of failure context kept per log); "
+                "the beginning and the end were. Split the log to read the middle."), stacklevel=2)
+        out = self.head
+        for region in self.tail:
+            out.extend(normalize_region(region.first_line, region.lines))
+        return out
+
+
+def _pieces(region: Region) -> Iterator[Region]:
+    """A region cut at line ends into pieces of about KEPT_PIECE_CHARS (the tail ring drops whole pieces)."""
+    text, start, line = region.text, 0, region.first_line
+    while start < len(text):
+        cut = text.find("\n", start + KEPT_PIECE_CHARS) + 1 or len(text)
+        piece = text[start:cut] if start or cut < len(text) else text
+        yield Region(region.source, line, piece)
+        line += piece.count("\n")
+        start = cut
+
+
 def parse_regions(regions: Iterable[Region]) -> ParseResult:
     """The parse result from the regions of any number of sources (regions of one source arrive together, in order)."""
     events: list[OOMEvent] = []
     runs: list[RunContext] = []
-    by_source: dict[str, list[Line]] = {}
+    by_source: dict[str, _Kept] = {}
     for region in regions:
-        by_source.setdefault(region.source, []).extend(normalize_region(region.first_line, region.lines))
-    for source, lines in by_source.items():
-        evs, run = parse_lines(lines, source)
+        by_source.setdefault(region.source, _Kept()).add(region)
+    for source, kept in by_source.items():
+        evs, run = parse_lines(kept.lines(source), source)
         events.extend(evs)
         runs.append(run)
     return ParseResult(events=tuple(events), runs=tuple(runs))
@@ -464,17 +537,11 @@ def parse_regions(regions: Iterable[Region]) -> ParseResult:
 
 def parse_text(text: str, source: str = "<text>") -> ParseResult:
     """The parse result from a log already in memory (tests, verify's own replay messages)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return parse_regions([Region(source, 1, lines)])
+    return parse_regions([Region(source, 1, text)])
 
 
 def parse_files(paths: Sequence[str]) -> ParseResult:
     """The parse result from log files (`-` is standard input; .gz is read compressed), streamed with bounded memory."""
     for p in paths:
         check_path(p)
-    regions: list[Region] = []
-    for p in paths:
-        regions.extend(scan(p))
-    return parse_regions(regions)
+    return parse_regions(region for p in paths for region in scan(p))  # streamed: regions are never all held

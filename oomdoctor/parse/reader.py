@@ -17,6 +17,7 @@ import stat
 import sys
 import warnings
 import zlib
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +25,16 @@ from typing import Any, BinaryIO, cast
 
 from oomdoctor.errors import InputError
 
-CHUNK_BYTES = 8 * 1024 * 1024
+CHUNK_BYTES = 2 * 1024 * 1024
 TAIL_BYTES = 16 * 1024  # always read: the last lines of a log
 HEAD_BYTES = 256 * 1024  # configuration dumps live at the top of a log
 BACK_BYTES = 96 * 1024  # enough for a deep traceback of a few interleaved ranks and the bar above it
 FORWARD_BYTES = 24 * 1024  # the rest of a wrapped message, the repeated traceback line, Root Cause blocks
 SAMPLE_BACK_BYTES = 2 * 1024  # per-step memory lines only need the step printed just before them
 MAX_SEGMENT_BYTES = 16 * 1024 * 1024  # a "line" with neither \n nor \r this long is not a text log
+# A physical line of \r redraws (a progress bar that never printed \n) can be many MiB: a window reaches at
+# most this far into it, cut at a \r, instead of keeping the whole line.
+LONG_LINE_REACH_BYTES = 64 * 1024
 
 # At most six literals keeps ahocorasick-rs on its SIMD (Teddy) path: ~0.4 ms/MiB instead of ~1.8.
 # "emory" covers every "out of memory"/"OutOfMemoryError"/"memory (MB)"/"Virtual Memory" form.
@@ -45,11 +49,17 @@ _FAILURE_MARKS: tuple[bytes, ...] = (
 
 @dataclass(frozen=True)
 class Region:
-    """Consecutive lines of one source, decoded; `first_line` is the 1-based number of lines[0]."""
+    """Consecutive lines of one source, decoded, as one text; `first_line` is the 1-based number of its first line."""
 
     source: str
     first_line: int
-    lines: list[str]
+    text: str
+
+    @property
+    def lines(self) -> list[str]:
+        """The region's lines (split only when needed: a region that is dropped is never split)."""
+        text = self.text
+        return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
 
 class _Finder:
@@ -80,6 +90,7 @@ class _Finder:
 
 
 _FINDER = _Finder(ANCHORS)
+_FAILURE_FINDER = _Finder(_FAILURE_MARKS)
 
 
 def display_name(path: str) -> str:
@@ -130,6 +141,10 @@ def _read(stream: BinaryIO, name: str, size: int) -> bytes:
                          tip="re-copy the file, or decompress what survives: zcat FILE > out.log") from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc}", where=name) from None
+
+
+class LimitWarning(UserWarning):
+    """Part of a log was not read because a bound was reached; the report says what was left out."""
 
 
 class DecodeWarning(UserWarning):
@@ -195,12 +210,6 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def is_failure_line(line: bytes | memoryview) -> bool:
-    """Whether an anchored line looks like a failure (wide window) rather than a memory sample."""
-    b = bytes(line)
-    return any(m in b for m in _FAILURE_MARKS)
-
-
 def scan(path: str) -> Iterator[Region]:
     """Yield the regions of one source worth parsing, in order, never overlapping."""
     name = display_name(path)
@@ -251,21 +260,22 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
             head_done = True
         if eof:  # the end of a log is where a shell reports a kill ("[1]  16261 killed  python ...")
             tail = max(0, end - TAIL_BYTES)
-            windows.append((data.rfind(b"\n", 0, tail) + 1 if tail else 0, end))
+            windows.append((_line_start(data, tail) if tail else 0, end))
         pending = []
+        failures = _FAILURE_FINDER.positions(view, 0, end) if hits else []  # one pass, not one test per hit
         for h in hits:
             rel = h - buf_abs
-            ls = data.rfind(b"\n", 0, rel) + 1
-            le = data.find(b"\n", rel, end)
-            le = end if le == -1 else le + 1
-            wide = is_failure_line(view[ls:le])
+            ls = _line_start(data, rel)
+            le = _line_end(data, rel, end)
+            k = bisect_left(failures, ls)
+            wide = k < len(failures) and failures[k] < le
             back, fwd = (BACK_BYTES, FORWARD_BYTES) if wide else (SAMPLE_BACK_BYTES, 0)
             if le + fwd > end and not eof:
                 pending.append(h)
                 continue
             ws = max(0, ls - back, emitted_to - buf_abs)
             we = min(end, le + fwd)
-            ws = data.rfind(b"\n", 0, ws) + 1 if ws > 0 and data[ws - 1 : ws] != b"\n" else ws
+            ws = _line_start(data, ws) if ws > 0 and data[ws - 1 : ws] not in (b"\n", b"\r") else ws
             windows.append((ws, we))
         counted_to, line = 0, buf_line
         for ws, we in _merge(windows):
@@ -275,7 +285,7 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
             line += data.count(b"\n", counted_to, ws)
             counted_to = ws
             text = decode(data[ws:we])
-            yield Region(name, line, text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"))
+            yield Region(name, line, text)
             emitted_to = buf_abs + we
         if eof:
             return
@@ -283,12 +293,32 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
         keep = max(0, end - BACK_BYTES)
         for h in pending:
             keep = min(keep, max(0, data.rfind(b"\n", 0, h - buf_abs) + 1 - BACK_BYTES))
-        keep = data.rfind(b"\n", 0, keep) + 1 if keep > 0 else 0
+        keep = _line_start(data, keep) if keep > 0 else 0
         buf_line += data.count(b"\n", 0, keep)
         buf = data[keep:]
         buf_abs += keep
         searched = end - keep
         chunk = nxt
+
+
+def _line_start(data: bytes, pos: int) -> int:
+    """Where the line holding `pos` starts: its \n, or a \r at most LONG_LINE_REACH_BYTES back in a redraw flood."""
+    start = data.rfind(b"\n", 0, pos) + 1
+    if pos - start > LONG_LINE_REACH_BYTES:
+        cr = data.find(b"\r", pos - LONG_LINE_REACH_BYTES, pos)
+        start = cr + 1 if cr != -1 else pos - LONG_LINE_REACH_BYTES
+    return start
+
+
+def _line_end(data: bytes, pos: int, end: int) -> int:
+    """Just past the line holding `pos`: its \n, or a \r at most LONG_LINE_REACH_BYTES on in a redraw flood."""
+    stop = data.find(b"\n", pos, min(end, pos + LONG_LINE_REACH_BYTES))
+    if stop != -1:
+        return stop + 1
+    if end - pos <= LONG_LINE_REACH_BYTES:
+        return end
+    cr = data.rfind(b"\r", pos, pos + LONG_LINE_REACH_BYTES)
+    return cr + 1 if cr != -1 else pos + LONG_LINE_REACH_BYTES
 
 
 def _merge(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:

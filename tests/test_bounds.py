@@ -1,0 +1,45 @@
+"""Bounds by design: a redraw flood, an OOM-dense log and a flood of events cost bounded memory and say so."""
+
+from __future__ import annotations
+
+import gzip
+import warnings
+
+from oomdoctor.parse import events as E
+from oomdoctor.parse import parse_files
+from oomdoctor.parse.reader import LONG_LINE_REACH_BYTES, LimitWarning, scan
+
+MSG = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {i}.00 MiB. GPU 0 has a total capacity of "
+       "23.65 GiB of which 11.06 MiB is free. Including non-PyTorch memory, this process has 23.60 GiB memory in use. "
+       "Of the allocated memory 22.90 GiB is allocated by PyTorch, and 194.87 MiB is reserved by PyTorch but "
+       "unallocated.\n")
+
+
+def test_a_redraw_flood_without_newlines_keeps_only_windows(tmp_path):
+    bar = "\r 45%|####      | 4500/10000 [01:23<01:42, 53.21it/s]"
+    log = tmp_path / "redraw.log"
+    log.write_text("start\n" + bar * 200_000 + "\r" + MSG.format(i=20) + "\n" + bar * 200_000 + "\n")
+    kept = sum(len(line) for region in scan(str(log)) for line in region.lines)
+    assert log.stat().st_size > 20 * 2**20
+    assert kept < 8 * LONG_LINE_REACH_BYTES  # the head, the message's window and the tail: not the 20 MiB line
+    (event,) = parse_files([str(log)]).events
+    assert event.requested_bytes == 20 * 2**20 and event.line == 2
+
+
+def test_an_oom_dense_gzip_keeps_head_and_tail_and_says_what_it_left_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(E, "KEPT_HEAD_CHARS", 200_000)
+    monkeypatch.setattr(E, "KEPT_TAIL_CHARS", 100_000)
+    monkeypatch.setattr(E, "KEPT_PIECE_CHARS", 20_000)
+    monkeypatch.setattr(E, "MAX_EVENTS_PER_SOURCE", 300)
+    log = tmp_path / "bomb.log.gz"
+    with gzip.open(log, "wt") as f:
+        for i in range(8000):
+            f.write(MSG.format(i=i % 4000 + 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = parse_files([str(log)])
+    said = [str(w.message) for w in caught if issubclass(w.category, LimitWarning)]
+    assert len(result.events) == 300
+    assert result.events[0].line == 1
+    assert any("lines of" in s and "not read" in s for s in said), said
+    assert any("more OOM messages after the first 300" in s for s in said), said
