@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -20,8 +21,25 @@ OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 320.00 MiB
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "oomdoctor", *args], input=stdin, capture_output=True,
-                          cwd=ROOT, timeout=120)
+    """The CLI in this process (through `main`, as the console script calls it): exit code, stdout, stderr."""
+    from oomdoctor.cli import main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = {name: io.TextIOWrapper(buf, encoding="utf-8", write_through=True) for name, buf in
+               (("stdout", out), ("stderr", err))}
+    stdin_stream = io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8")
+    saved = (sys.argv, sys.stdin, sys.stdout, sys.stderr, os.getcwd())
+    sys.argv, sys.stdin, sys.stdout, sys.stderr = ["oomdoctor", *args], stdin_stream, streams["stdout"], streams["stderr"]
+    os.chdir(ROOT)
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[:4]
+        os.chdir(saved[4])
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def test_json_follows_the_contract(tmp_path):
