@@ -116,6 +116,10 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "context_shown": ("bool", "the log shows more than the message: a step, a phase, an operation, the run's configuration or memory over steps"),
     "activation_bytes_estimate": ("bytes", "activations of the longest micro-batch the config allows (oomdoctor.estimate)"),
     "activation_fraction_of_total": ("float", "activation_bytes_estimate / total"),
+    # from a memory snapshot's segments (set only when they can be the state at the failure)
+    "snapshot_largest_free_block_bytes": ("bytes", "largest free block in the failing device's cached segments"),
+    "snapshot_inactive_bytes": ("bytes", "free blocks inside the failing device's cached segments, all together"),
+    "snapshot_stranded_bytes": ("bytes", "free blocks in segments that also hold live blocks (cannot be released)"),
     **CONFIG_FACTS,
     **{f"stack_{s}": ("bool", f"the log shows {s} in use") for s in STACKS},
 }
@@ -382,6 +386,15 @@ def _inference_only(out: dict[str, Any]) -> None:
     out["data_parallel_degree"] = world // tp if isinstance(world, int) and isinstance(tp, int) and tp > 0 else None
 
 
+def _snapshot(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    """The allocator's own layout, when a memory snapshot recorded it at the failure."""
+    at_failure = event.detail.get("snapshot") and event.detail.get("snapshot_at_failure")
+    for name, key in (("snapshot_largest_free_block_bytes", "largest_free_block_bytes"),
+                      ("snapshot_inactive_bytes", "inactive_bytes"), ("snapshot_stranded_bytes", "stranded_bytes")):
+        out[name] = event.detail.get(key) if at_failure else None
+        ev[name] = (_event_line(event),)
+
+
 def derive(facts: ParseResult, index: int) -> Derived:
     """Flatten event `index` of `facts` (with its run context) into the facts named in FACTS."""
     event = facts.events[index]
@@ -399,6 +412,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _eval_banner(event, run, out, ev)
     _memory(event, run, out, ev)
     _inference_only(out)
+    _snapshot(event, out, ev)
     out["progress_after_oom"] = bool(event.detail.get("progress_after"))
     if out["progress_after_oom"]:
         ev["progress_after_oom"] = (event.evidence["progress_after"],)

@@ -78,3 +78,60 @@ def test_stranded_bytes_are_free_blocks_beside_live_ones():
     assert (d.reserved_bytes, d.allocated_bytes, d.inactive_bytes, d.stranded_bytes, d.largest_free_block_bytes) == (
         150, 60, 90, 40, 50)
     assert d.top_frames[0].frame == "train.py:9 step"
+
+
+def _fragmented_snapshot(path, request: int, at_failure: bool = True) -> None:
+    """A snapshot in PyTorch's _dump_snapshot layout: 8 segments of 1 GiB, each half live, half free."""
+    import pickle
+
+    half = 512 * 2**20
+    free_block = half if at_failure else 4 * request
+    segments = [{"device": 0, "address": i * 2**30, "total_size": 2**30 if at_failure else 2**30 + free_block,
+                 "allocated_size": half, "stream": 0, "segment_type": "large",
+                 "blocks": [{"size": half, "state": "active_allocated",
+                             "frames": [{"filename": "train.py", "line": 40, "name": "forward"}]},
+                            {"size": half if at_failure else free_block, "state": "inactive"}]}
+                for i in range(8)]
+    trace = [{"action": "alloc", "addr": 0, "size": half, "stream": 0},
+             {"action": "oom", "addr": 0, "size": request, "stream": 0, "device_free": 20 * 2**20}]
+    path.write_bytes(pickle.dumps({"segments": segments, "device_traces": [trace]}, protocol=4))
+
+
+def test_diagnose_reads_a_snapshot_and_measures_fragmentation(tmp_path):
+    from oomdoctor.api import diagnose_path
+
+    snap = tmp_path / "memory_snapshot.pickle"
+    _fragmented_snapshot(snap, request=2**30)
+    report = diagnose_path(snap)
+    (event,) = report.events
+    assert (event.requested_bytes, event.free_bytes, event.reserved_bytes, event.allocated_bytes) == (
+        2**30, 20 * 2**20, 8 * 2**30, 4 * 2**30)
+    assert event.detail["largest_free_block_bytes"] == 512 * 2**20 and event.detail["stranded_bytes"] == 4 * 2**30
+    first = report.diagnoses[0]
+    assert (first.rule, first.category, first.role) == ("snapshot-free-blocks-too-small", "fragmentation", "primary")
+
+
+def test_a_snapshot_dumped_after_the_failure_lends_no_figures(tmp_path):
+    from oomdoctor.api import diagnose_path
+
+    snap = tmp_path / "later.pickle"
+    _fragmented_snapshot(snap, request=2**30, at_failure=False)
+    report = diagnose_path(snap)
+    (event,) = report.events
+    assert event.reserved_bytes is None and event.detail["snapshot_at_failure"] is False
+    assert "dumped later" in event.message
+    assert all(d.rule != "snapshot-free-blocks-too-small" for d in report.diagnoses)
+
+
+def test_diagnose_refuses_a_hostile_snapshot_with_exit_2(tmp_path):
+    import datetime
+    import pickle
+    import subprocess
+    import sys
+
+    bad = tmp_path / "evil.pickle"
+    bad.write_bytes(pickle.dumps({"segments": [], "when": datetime.date(2024, 1, 1)}, protocol=4))
+    r = subprocess.run([sys.executable, "-m", "oomdoctor", "diagnose", str(bad)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2 and "Traceback" not in r.stderr

@@ -29,6 +29,9 @@ from oomdoctor.parse.model import (
 )
 from oomdoctor.parse.normalize import Line, normalize_region
 from oomdoctor.parse.reader import LimitWarning, Region, check_path, scan
+from oomdoctor.parse.snapshot import is_snapshot_file
+from oomdoctor.parse.snapshot import read as read_snapshot
+from oomdoctor.parse.snapshot import to_events as snapshot_events
 from oomdoctor.units import IMPLAUSIBLE_BYTES
 
 MAX_MESSAGE_LINES = 14
@@ -541,7 +544,22 @@ def parse_text(text: str, source: str = "<text>") -> ParseResult:
 
 
 def parse_files(paths: Sequence[str]) -> ParseResult:
-    """The parse result from log files (`-` is standard input; .gz is read compressed), streamed with bounded memory."""
+    """The parse result from log files (`-` is standard input; .gz is read compressed), streamed with bounded memory,
+    and from PyTorch memory snapshot pickles (read with an unpickler that refuses every global)."""
     for p in paths:
         check_path(p)
-    return parse_regions(region for p in paths for region in scan(p))  # streamed: regions are never all held
+    snapshots = [p for p in paths if is_snapshot_file(p)]
+    logs = [p for p in paths if p not in snapshots]
+    result = parse_regions(region for p in logs for region in scan(p))  # streamed: regions are never all held
+    if not snapshots:
+        return result
+    events = list(result.events)
+    for p in snapshots:
+        summary = read_snapshot(p)
+        if not summary.ooms:
+            warnings.warn(LimitWarning(
+                f"{p}: a memory snapshot with no `oom` entry in its trace: nothing failed while it recorded "
+                "(record with torch.cuda.memory._record_memory_history before the failure, or dump it from "
+                "an OOM observer)"), stacklevel=2)
+        events.extend(snapshot_events(summary))
+    return ParseResult(events=tuple(events), runs=result.runs)

@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import Field
 
 from oomdoctor.errors import InputError
-from oomdoctor.parse.model import Frozen
+from oomdoctor.parse.model import Evidence, Frozen, OOMEvent
+from oomdoctor.units import format_bytes
 
 PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")  # protocols 2-5 start with PROTO n
 TOP_FRAMES = 5  # allocations grouped by their innermost Python frame: how many groups a summary keeps
@@ -185,3 +186,51 @@ def summarize(data: Any, source: str = "<snapshot>") -> SnapshotSummary:
 def read(path: str | Path) -> SnapshotSummary:
     """Load and summarise one snapshot file."""
     return summarize(load(path), source=str(path))
+
+
+def is_snapshot_file(path: str) -> bool:
+    """True when a path (not stdin) starts like a pickle: it is read as a memory snapshot, not as a log."""
+    if path == "-":
+        return False
+    try:
+        with open(path, "rb") as f:
+            return looks_like_pickle(f.read(2))
+    except OSError:
+        return False
+
+
+def to_events(summary: SnapshotSummary) -> list[OOMEvent]:
+    """One event per `oom` entry of the snapshot's trace, with the allocator's state of that device.
+
+    The segments are the state when the snapshot was dumped: at the failure when the OOM observer dumped
+    it, later otherwise. `snapshot_at_failure` says whether the state can be the failing one (its largest
+    free block could not hold the request); rules use the segment figures only then.
+    """
+    by_device = {d.device: d for d in summary.devices}
+    events: list[OOMEvent] = []
+    for oom in summary.ooms:
+        dev = by_device.get(oom.device)
+        text = (f"CUDA memory snapshot: oom on device {oom.device}: tried to allocate "
+                f"{format_bytes(oom.requested_bytes)}"
+                + (f" with {format_bytes(oom.device_free_bytes)} free on the device" if oom.device_free_bytes is not None
+                   else ""))
+        detail: dict[str, Any] = {"snapshot": True}
+        figures: dict[str, Any] = {}
+        if dev is not None:
+            at_failure = dev.largest_free_block_bytes < oom.requested_bytes
+            if at_failure:  # the segments can be the failing state: they are the event's figures
+                figures = {"reserved_bytes": dev.reserved_bytes, "allocated_bytes": dev.allocated_bytes,
+                           "reserved_unallocated_bytes": dev.reserved_bytes - dev.allocated_bytes}
+            else:
+                text += (f"; the segments were dumped later (a free block of "
+                         f"{format_bytes(dev.largest_free_block_bytes)} would have held the request)")
+            detail.update(largest_free_block_bytes=dev.largest_free_block_bytes, inactive_bytes=dev.inactive_bytes,
+                          stranded_bytes=dev.stranded_bytes, segments=dev.segments,
+                          snapshot_at_failure=at_failure,
+                          top_frames=[[g.frame, g.bytes] for g in dev.top_frames])
+        events.append(OOMEvent(
+            kind="cuda_oom", source=summary.source, line=1, end_line=1, gpu_index=oom.device,
+            requested_bytes=oom.requested_bytes, free_bytes=oom.device_free_bytes, message=text, detail=detail,
+            evidence={"message": Evidence(source=summary.source, line=1, text=text)}, **figures))
+    return events
+
