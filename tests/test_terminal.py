@@ -97,3 +97,16 @@ def test_user_errors_exit_2_before_any_work(tmp_path):
         r = CliRunner().invoke(app, ["diagnose", *args])
         assert r.exit_code == 2, (args, r.output)
         assert words in r.output and "tip:" in r.output and "Traceback" not in r.output
+
+
+def test_the_report_ends_with_the_verify_command_only_when_a_replay_can_prove_a_fix(tmp_path):
+    from oomdoctor.api import diagnose_path, diagnose_text
+    from oomdoctor.report.text import verify_command
+
+    log = tmp_path / "my run.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                   "of 79.15 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 78.00 GiB "
+                   "memory in use. Of the allocated memory 60.00 GiB is allocated by PyTorch, and 17.00 GiB is "
+                   "reserved by PyTorch but unallocated.\n")
+    assert verify_command(diagnose_path(log)) == f"oomdoctor verify --from '{log}'"
+    assert verify_command(diagnose_text("[1]+  Killed                  python train.py\n")) is None  # host RAM

@@ -7,6 +7,7 @@ Everything quoted from a log or a file name is plain text here: it is never read
 from __future__ import annotations
 
 import io
+import shlex
 
 import regex
 from rich.console import Console
@@ -156,4 +157,23 @@ def render(report: Report, color: bool = False, width: int | None = None, quiet:
             for d in mine:
                 _diagnosis(console, d, e)
         console.print()
+    command = verify_command(report)
+    if command:
+        console.print(Text("prove it: replay the failing step under this GPU's limit with each fix (needs torch; "
+                           "a simulated GPU without one):", style="dim"))
+        console.print(Text("  " + command), soft_wrap=True)  # one line, never broken: it is copied
     return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+
+
+def verify_command(report: Report) -> str | None:
+    """The `oomdoctor verify --from LOG` command that replays the first GPU failure, when a fix can be verified."""
+    from oomdoctor.fixids import VERIFIABLE
+
+    for i, e in enumerate(report.events):
+        if e.kind not in ("cuda_oom", "hip_oom") or e.total_bytes is None or e.source == "-" \
+                or e.detail.get("snapshot"):
+            continue
+        fixes = {f.id for d in report.diagnoses if d.event_index == i for f in d.fixes}
+        if fixes & VERIFIABLE:
+            return f"oomdoctor verify --from {shlex.quote(clean(e.source))}"
+    return None
