@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from oomdoctor import __version__
-from oomdoctor.errors import EXIT_NO_OOM, EXIT_OK, OomdoctorError, UsageError
+from oomdoctor.errors import EXIT_BAD_INPUT, EXIT_NO_OOM, EXIT_OK, OomdoctorError, UsageError
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP,
@@ -214,6 +214,47 @@ def _root(version: bool = typer.Option(False, "--version", help="print the versi
     if version:
         typer.echo(f"oomdoctor {__version__}")
         raise typer.Exit(EXIT_OK)
+
+
+class ScanFormat(str, Enum):
+    table = "table"
+    jsonl = "jsonl"
+    json = "json"
+
+
+@app.command()
+def scan(
+    targets: list[str] = typer.Argument(..., metavar="PATH...", help="log files, folders (walked) or quoted globs"),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, max=256, help="parallel processes"),
+    fmt: ScanFormat = typer.Option(ScanFormat.table, "--format", "-f",
+                                   help="table (a summary), jsonl (one row per job, as jobs finish) or json"),
+) -> None:
+    """Diagnose every log as its own job and summarise: OOM jobs, causes, fixes, GPUs, stacks."""
+    from oomdoctor import scan as S
+
+    try:
+        paths = S.expand(targets)
+    except OomdoctorError as err:
+        fail(err)
+    rows: list[dict] = []
+    for i, row in enumerate(S.run(paths, jobs), 1):
+        rows.append(row)
+        if fmt is ScanFormat.jsonl:
+            S.write_row(row, sys.stdout)
+        if row["status"] == "error":
+            typer.echo(f"oomdoctor: {row['path']}: {row['error']} (skipped)", err=True)
+        if sys.stderr.isatty():
+            typer.echo(f"\r{i}/{len(paths)} jobs", err=True, nl=False)
+    if sys.stderr.isatty():
+        typer.echo("", err=True)
+    result = S.summary(rows)
+    if fmt is ScanFormat.json:
+        import json
+
+        sys.stdout.write(json.dumps({"summary": result, "jobs": rows}, indent=2) + "\n")
+    elif fmt is ScanFormat.table:
+        sys.stdout.write(S.render_summary(result))
+    raise typer.Exit(EXIT_BAD_INPUT if result["unreadable"] else EXIT_OK)
 
 
 def main() -> None:
