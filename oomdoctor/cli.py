@@ -13,6 +13,7 @@ import typer
 
 from oomdoctor import __version__
 from oomdoctor.errors import EXIT_BAD_INPUT, EXIT_NO_OOM, EXIT_OK, OomdoctorError, UsageError
+from oomdoctor.outfile import check_output, write_atomic
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP,
@@ -42,20 +43,6 @@ def text_width(output: Path | None) -> int:
     return int(cols) if cols.isdigit() and 20 <= int(cols) <= 1000 else 80
 
 
-def check_output(output: Path | None) -> None:
-    """Fail before any work when the report could not be written."""
-    if output is None:
-        return
-    parent = output.parent if str(output.parent) else Path(".")
-    if not parent.is_dir():
-        raise OomdoctorError("the folder for the report does not exist", where=str(output),
-                             tip=f"create it first: mkdir -p {parent}")
-    if output.is_dir():
-        raise OomdoctorError("is a directory", where=str(output), tip="name a file, e.g. report.html")
-    if not os.access(parent, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
-        raise OomdoctorError("cannot write here: permission denied", where=str(output), tip="choose another path")
-
-
 class Format(str, Enum):
     text = "text"
     markdown = "markdown"
@@ -73,13 +60,19 @@ def fail(err: OomdoctorError) -> None:
 
 def _write(text: str, output: Path | None) -> None:
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # a full disk behind a redirect: say so, never exit 0 with half a report
+            fail(OomdoctorError(f"cannot write the report to standard output: {exc.strerror or exc}",
+                                tip="free some space, or write it with -o FILE"))
         return
     try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        fail(OomdoctorError(f"cannot write the report: {exc.strerror}", where=str(output)))
+        write_atomic(output, text)
+    except OomdoctorError as err:
+        fail(err)
     typer.echo(f"report written to {output}", err=True)
 
 
@@ -99,7 +92,7 @@ def diagnose(
     from oomdoctor.report import render
 
     try:
-        check_output(output)
+        check_output(output, logs)
         registry = None if no_rules else _load_rules(rules)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -156,7 +149,7 @@ def verify(
         if (config is None) == (from_log is None):
             raise UsageError("give exactly one of --config cfg.yaml or --from train.log",
                              tip="oomdoctor verify --from train.log builds the replay from the log")
-        check_output(output)
+        check_output(output, [p for p in (config, from_log) if p is not None])
         if from_log is not None:
             config = _config_from_log(from_log, write_config)
             if config is None:
@@ -184,7 +177,7 @@ def _config_from_log(log: str, keep: Path | None) -> Path | None:
 
     check_path(log)
     if keep is not None:
-        check_output(keep)
+        check_output(keep, [log])
     target = keep or Path(tempfile.mkdtemp(prefix="oomdoctor-verify-")) / "from-log.yaml"
     for note in write(log, target):
         typer.echo(f"verify: {note}", err=True)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from oomdoctor.outfile import write_atomic
 from oomdoctor.units import format_bytes
 from oomdoctor.verify import config as cfgmod
 from oomdoctor.verify import runner
@@ -174,10 +175,10 @@ def run(config: Path, fmt: str = "text", output: Path | None = None, max_batch: 
         text = render_verify(doc)
     except ValueError:  # a field the output model does not know yet: never lose finished trials over it
         text = json.dumps(doc, indent=2)
-    if output is not None:
-        Path(output).write_text(text + "\n")
     if fmt == "json":
         print(text)
     else:
         render_table(doc, width=width)
+    if output is not None:  # after the results are shown: a failed write never loses finished trials
+        write_atomic(Path(output), text + "\n")
     return exit_code(trials)

@@ -10,6 +10,7 @@ import yaml
 
 from oomdoctor.errors import UsageError
 from oomdoctor.fixids import VERIFIABLE
+from oomdoctor.outfile import write_atomic
 from oomdoctor.units import format_bytes
 
 DEVICE_KINDS = ("cuda_oom", "hip_oom", "xpu_oom", "cuda_error")
@@ -97,6 +98,6 @@ def write(log: str, path: Path) -> list[str]:
     """Write the config built from `log` to `path` (with the assumptions as comments); return the notes."""
     config, notes = build(log)
     header = "".join(f"# {n}\n" for n in notes)
-    path.write_text(f"# built by `oomdoctor verify --from {log}`; edit and rerun with --config\n{header}"
-                    + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    write_atomic(path, f"# built by `oomdoctor verify --from {log}`; edit and rerun with --config\n{header}"
+                 + yaml.safe_dump(config, sort_keys=False))
     return notes
