@@ -114,7 +114,7 @@ def test_unknown_facts_give_no_confident_verdict() -> None:
     assert all(g.role == "hypothesis" for g in found)
     # a bare message gets the usual alternatives, each hedged, plus the figure-less catch-all
     assert {g.rule for g in found} == {"gpu-oom-no-figures", "bare-message-batch", "bare-message-long-batch",
-                                       "bare-message-leak"}
+                                       "bare-message-eval", "bare-message-leak"}
 
 
 def test_weak_signal_is_hedged_hypothesis() -> None:
