@@ -29,6 +29,9 @@ from oomdoctor.parse.model import (
 )
 from oomdoctor.parse.normalize import Line, normalize_region
 from oomdoctor.parse.reader import LimitWarning, Region, check_path, scan
+from oomdoctor.parse.record import is_record_file
+from oomdoctor.parse.record import read as read_record
+from oomdoctor.parse.record import to_event as record_event
 from oomdoctor.parse.snapshot import is_snapshot_file
 from oomdoctor.parse.snapshot import read as read_snapshot
 from oomdoctor.parse.snapshot import to_events as snapshot_events
@@ -545,13 +548,15 @@ def parse_text(text: str, source: str = "<text>") -> ParseResult:
 
 def parse_files(paths: Sequence[str]) -> ParseResult:
     """The parse result from log files (`-` is standard input; .gz is read compressed), streamed with bounded memory,
-    and from PyTorch memory snapshot pickles (read with an unpickler that refuses every global)."""
+    from PyTorch memory snapshot pickles (read with an unpickler that refuses every global), and from the
+    post-mortem records `oomdoctor.capture` writes."""
     for p in paths:
         check_path(p)
     snapshots = [p for p in paths if is_snapshot_file(p)]
-    logs = [p for p in paths if p not in snapshots]
+    records = [p for p in paths if p not in snapshots and is_record_file(p)]
+    logs = [p for p in paths if p not in snapshots and p not in records]
     result = parse_regions(region for p in logs for region in scan(p))  # streamed: regions are never all held
-    if not snapshots:
+    if not snapshots and not records:
         return result
     events = list(result.events)
     for p in snapshots:
@@ -562,4 +567,13 @@ def parse_files(paths: Sequence[str]) -> ParseResult:
                 "(record with torch.cuda.memory._record_memory_history before the failure, or dump it from "
                 "an OOM observer)"), stacklevel=2)
         events.extend(snapshot_events(summary))
+    for p in records:
+        doc = read_record(p)
+        message = doc.get("message") if isinstance(doc.get("message"), str) else None
+        found = parse_text(message, source=p).events if message else ()
+        event = record_event(doc, p, found[0] if found else None)
+        if event is None:
+            warnings.warn(LimitWarning(f"{p}: a post-mortem record without an OOM message or figures"), stacklevel=2)
+        else:
+            events.append(event)
     return ParseResult(events=tuple(events), runs=result.runs)
