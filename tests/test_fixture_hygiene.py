@@ -19,6 +19,18 @@ RECONSTRUCTED = sorted(
 )
 
 
+# every fixture taken from a public report (synthetic/ and generated/ are written by us, their names invented)
+EVERY = sorted(p for group in ("reconstructed", "benign") for p in (FIXTURES / group).glob("*")
+               if p.suffix in (".log", ".yaml"))
+
+
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_fixture_names_a_person(path):
+    """Every fixture from a public report, rewritten or not yet: no usernames in home paths, no e-mail addresses."""
+    found = PERSONAL.findall(path.read_text(encoding="utf-8", errors="replace"))
+    assert not found, f"{path.name}: {sorted(set(found))[:3]}"
+
+
 @pytest.mark.parametrize("log", RECONSTRUCTED, ids=lambda p: p.name)
 def test_no_personal_details(log):
     for path in (log, log.with_suffix(".yaml")):
