@@ -95,3 +95,34 @@ def test_no_rule_can_execute_code(tmp_path: Path) -> None:
     with pytest.raises(Exception):  # noqa: B017 - the sandbox's own SecurityError, whatever jinja2 names it
         templates.render("{{ ''.__class__.__mro__[1].__subclasses__() }}", {})
     assert DEFAULT_RULES_DIR.is_dir()
+
+
+@pytest.mark.parametrize(("construct", "what"), [
+    ("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "a macro"),
+    ("{% for i in range(99999) %}{% for j in range(99999) %}x{% endfor %}{% endfor %}", "a for loop"),
+    ("{{ cycler(1, 2) }}", "a call"),
+    ("{% set x = 1 %}", "an assignment"),
+])
+def test_messages_that_could_hang_or_recurse_are_refused_at_load(tmp_path: Path, construct: str, what: str) -> None:
+    write(tmp_path, "r", GOOD.format(id="r").replace("why: w", f"why: '{construct}'"))
+    _, errors = load_dir(tmp_path)
+    assert [e.message for e in errors] == [f"message.why: {what} is not allowed in a message"]
+    assert errors[0].line == 8
+
+
+def test_yaml_alias_bombs_are_refused_before_they_expand(tmp_path: Path) -> None:
+    levels = ['&a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefg", "bcdefgh"):
+        levels.append(f"&{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    write(tmp_path, "bomb", GOOD.format(id="bomb").replace(
+        "{fact: requested_bytes, op: gt, fact2: free_bytes}", "{fact: kind, op: in, value: [" + ", ".join(levels) + "]}"))
+    _, errors = load_dir(tmp_path)
+    assert [e.message for e in errors] == ["YAML aliases expand to more than 100,000 nodes"]
+
+
+def test_the_rules_shipped_use_only_plain_messages() -> None:
+    from oomdoctor.engine import templates
+
+    for loaded in load_rules().values():
+        for part in ("seen", "why", "do"):
+            assert templates.forbidden_in(getattr(loaded.rule.message, part)) is None, loaded.rule.id

@@ -129,7 +129,7 @@ def evidence_for(rule: Rule, d: Derived) -> tuple[Evidence, ...]:
 def _render(source: str, values: Mapping[str, Any]) -> str:
     try:
         return templates.render(source, dict(values))
-    except (TemplateError, TypeError, ValueError, ZeroDivisionError) as exc:
+    except (TemplateError, TypeError, ValueError, ZeroDivisionError, RecursionError, OverflowError) as exc:
         return f"{' '.join(source.split())} [render failed: {exc}]"
 
 

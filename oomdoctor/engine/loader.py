@@ -84,12 +84,32 @@ def _tip_for(err: dict[str, Any]) -> str:
     return "see an existing rule under rules/ for the expected shape"
 
 
+MAX_YAML_NODES = 100_000  # a rule file has a few hundred; aliases nested nine deep ("billion laughs") have 9**9
+
+
+def _expanded_size(node: yaml.Node, budget: int) -> int:
+    """How many nodes the document has with every alias written out, counting no further than `budget` + 1."""
+    count, stack = 0, [node]
+    while stack and count <= budget:
+        current = stack.pop()
+        count += 1
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.extend((key, value))
+    return count
+
+
 def _parse(path: Path) -> tuple[Any, yaml.Node | None, list[RuleError]]:
     try:
         text = path.read_text(encoding="utf-8")
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)  # libyaml when present: ~5x faster
         try:
             node = loader.get_single_node()
+            if node is not None and _expanded_size(node, MAX_YAML_NODES) > MAX_YAML_NODES:
+                return None, None, [RuleError(path, 1, f"YAML aliases expand to more than {MAX_YAML_NODES:,} nodes",
+                                              "a rule needs no aliases: write the values out")]
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -113,6 +133,10 @@ def _template_errors(rule: Rule, path: Path, node: yaml.Node) -> list[RuleError]
             errors.append(RuleError(path, line + (exc.lineno or 1) - 1, f"message.{part}: template syntax: {exc.message}",
                                     "templates use jinja2 syntax: {{ fact | bytes }}"))
             continue
+        bad = templates.forbidden_in(getattr(rule.message, part))
+        if bad is not None:
+            errors.append(RuleError(path, line + bad[1] - 1, f"message.{part}: {bad[0]} is not allowed in a message",
+                                    "use only {{ fact | filter }} and {% if %}…{% endif %}"))
         for name in sorted(unknown):
             errors.append(RuleError(path, line, f"message.{part} names unknown fact {name!r}{suggest(name, FACTS)}",
                                     "templates may only read facts listed in oomdoctor/derive.py FACTS"))

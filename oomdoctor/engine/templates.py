@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, meta
+from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from oomdoctor.units import format_bytes
@@ -30,6 +30,21 @@ ENV.filters.update({"bytes": format_bytes, "pct": _pct, "num": _num})
 def names_in(source: str) -> set[str]:
     """Variables a template reads (raises jinja2.TemplateSyntaxError on bad syntax)."""
     return meta.find_undeclared_variables(ENV.parse(source))
+
+
+# A message is text with facts, filters and if/else: loops, calls, macros, imports and assignments are refused
+# at load time (a recursive macro or nested loops would hang or crash every diagnosis that fires the rule).
+FORBIDDEN = {nodes.For: "a for loop", nodes.Macro: "a macro", nodes.CallBlock: "a call block", nodes.Call: "a call",
+             nodes.Import: "an import", nodes.FromImport: "an import", nodes.Include: "an include",
+             nodes.Extends: "extends", nodes.Block: "a block", nodes.FilterBlock: "a filter block",
+             nodes.Assign: "an assignment", nodes.AssignBlock: "an assignment", nodes.With: "a with block"}
+
+
+def forbidden_in(source: str) -> tuple[str, int] | None:
+    """The first construct a message may not use, with its line in the template; None when it is plain."""
+    for node in ENV.parse(source).find_all(tuple(FORBIDDEN)):
+        return FORBIDDEN[type(node)], node.lineno
+    return None
 
 
 TEMPLATE_CACHE = 1024  # compiled message templates kept (a rule pack has a few hundred)
