@@ -23,6 +23,7 @@ import tempfile
 import time
 import traceback
 import warnings
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,8 +138,19 @@ def run_one(data: bytes, workdir: Path) -> float:
     return time.perf_counter() - start
 
 
+def input_bytes(data: bytes) -> int:
+    """What diagnose reads: a gzip's expanded size (capped at 1 GiB), else the bytes themselves."""
+    if data[:2] != b"\x1f\x8b":
+        return len(data)
+    try:
+        return max(len(data), len(zlib.decompressobj(31).decompress(data, 2**30)))
+    except zlib.error:
+        return len(data)
+
+
 def budget(data: bytes) -> float:
-    return max(FLOOR_SECONDS, SECONDS_PER_KIB * len(data) / 1024)
+    """The time allowed: SECONDS_PER_KIB per KiB of what diagnose reads, never under FLOOR_SECONDS."""
+    return max(FLOOR_SECONDS, SECONDS_PER_KIB * input_bytes(data) / 1024)
 
 
 def peak_rss_mib() -> float:
@@ -170,7 +182,7 @@ def _worker(args: tuple[int, int, str]) -> tuple[int, int, int, float, list[str]
                 hangs += 1
                 name = f"slow-{seed}-{n}.bin"
                 Path(crash_dir, name).write_bytes(data)
-                notes.append(f"{name}: {seconds:.1f} s for {len(data) / 1024:.0f} KiB")
+                notes.append(f"{name}: {seconds:.1f} s for {input_bytes(data) / 1024:.0f} KiB")
     return count, crashes, hangs, peak_rss_mib(), notes
 
 
