@@ -12,7 +12,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from oomdoctor.fixids import FIX_IDS, VERIFIABLE
 from oomdoctor.units import MIB, UnitError, format_bytes, parse_size
 from oomdoctor.verify.allocator import AllocConf, AllocConfError
-from oomdoctor.verify.params import TransformerParams
+from oomdoctor.verify.architectures import UnknownArchitecture
+from oomdoctor.verify.architectures import resolve as resolve_architecture
+from oomdoctor.verify.params import HFParams, TransformerParams
 
 DEFAULT_FIXES: dict[str, tuple[str, ...]] = {
     "train": ("halve-batch", "gradient-checkpointing", "bf16-autocast", "fused-cross-entropy",
@@ -71,14 +73,14 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: Literal["transformer"] | None = None
+    model: Literal["transformer", "hf"] | None = None
     entry: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one(self) -> Workload:
         if (self.model is None) == (self.entry is None):
-            raise ValueError("give exactly one of `model: transformer` or `entry: module:function`")
+            raise ValueError("give exactly one of `model: transformer`, `model: hf` or `entry: module:function`")
         if self.entry is not None and ":" not in self.entry:
             raise ValueError(f"entry {self.entry!r} needs the form package.module:function or file.py:function")
         return self
@@ -213,18 +215,33 @@ def load(path: Path) -> Resolved:
     marks = _marks(node)
     try:
         cfg = VerifyConfig.model_validate(data)
+        prefix: tuple = ("workload", "params")
         if cfg.workload.model == "transformer":
-            prefix: tuple = ("workload", "params")
             TransformerParams.model_validate(cfg.workload.params)
+        elif cfg.workload.model == "hf":
+            _check_hf(HFParams.model_validate(cfg.workload.params), cfg.phase, path, marks)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
-        if exc.title == TransformerParams.__name__:
+        if exc.title in (TransformerParams.__name__, HFParams.__name__):
             loc = prefix + loc
         where = ".".join(str(x) for x in loc if not str(x).startswith(("function-", "literal[")))
         msg = str(err["msg"]).removeprefix("Value error, ")
         raise ConfigError(path, _line_for(marks, loc), f"{where}: {msg}" if where else msg, _tip(dict(err))) from None
     return _resolve(cfg, path, marks)
+
+
+def _check_hf(params: HFParams, phase: str, path: Path, marks: dict[tuple, int]) -> None:
+    """A `model: hf` workload names an architecture we can build, for a phase it replays."""
+    line = marks.get(("workload", "params", "config")) or marks.get(("workload",))
+    try:
+        resolve_architecture(params.config, path.parent)
+    except UnknownArchitecture as exc:
+        raise ConfigError(path, line, f"workload.params.config: {exc}",
+                          "name a catalog model, give a local config.json, or write its keys inline") from None
+    if phase not in ("train", "eval"):
+        raise ConfigError(path, marks.get(("phase",)), f"phase: {phase} is not replayed for model: hf yet",
+                          "use phase: train or eval, or model: transformer for generation")
 
 
 def _resolve(cfg: VerifyConfig, path: Path, marks: dict[tuple, int]) -> Resolved:

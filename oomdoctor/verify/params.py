@@ -69,3 +69,27 @@ class TransformerParams(BaseModel):
         lora = 2 * 2 * self.lora_rank * w if self.lora_rank else 0
         head = 0 if self.tie_embeddings else v * w
         return self.layers * (block + lora) + v * w + head + 2 * w
+
+
+class HFParams(BaseModel):
+    """One step of a Hugging Face transformers causal LM built from its config (the user's real architecture)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str | dict = Field(..., description="a catalog name (e.g. meta-llama/Llama-3.2-1B), a local "
+                                                "config.json or its folder, or an inline mapping of config keys")
+    overrides: dict = Field(default_factory=dict, description="config keys to change, e.g. num_hidden_layers")
+    seq_len: int = Field(512, ge=1)
+    batch: int = Field(1, ge=1, description="per-device micro-batch (train)")
+    grad_accum: int = Field(1, ge=1)
+    eval_batch: int | None = Field(None, ge=1)
+    eval_no_grad: bool = True
+    dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
+    autocast: Literal["bfloat16", "float16"] | None = None
+    gradient_checkpointing: bool = False
+    optimizer: Literal["adamw", "adafactor", "sgd"] = "adamw"
+    attn_implementation: Literal["sdpa", "eager"] = "sdpa"
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch * self.grad_accum

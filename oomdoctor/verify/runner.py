@@ -28,7 +28,7 @@ import oomdoctor
 from oomdoctor.units import GIB, KIB, MIB, format_bytes, parse_size
 from oomdoctor.verify import fixes as fixmod
 from oomdoctor.verify.config import Resolved
-from oomdoctor.verify.params import TransformerParams
+from oomdoctor.verify.params import HFParams, TransformerParams
 from oomdoctor.verify.trial import HOST_MEMORY_TEXT
 
 try:
@@ -73,6 +73,8 @@ def base_variant(res: Resolved) -> fixmod.Variant:
     params = dict(wl.params)
     if wl.model == "transformer":
         params = TransformerParams.model_validate(params).model_dump()
+    elif wl.model == "hf":
+        params = HFParams.model_validate(params).model_dump()
     return fixmod.Variant(params=params, alloc_conf=res.config.alloc_conf)
 
 
@@ -82,7 +84,7 @@ def spec_for(res: Resolved, device: str, variant: fixmod.Variant) -> dict[str, A
         "device": device,
         "phase": res.config.phase,
         "steps": res.config.steps,
-        "workload": {"kind": "transformer" if wl.model else "entry", "entry": wl.entry, "params": variant.params},
+        "workload": {"kind": wl.model or "entry", "entry": wl.entry, "params": variant.params},
         "capacity_bytes": res.capacity_bytes,
         "total_bytes": res.total_bytes,
         "non_pytorch_bytes": res.non_pytorch_bytes,

@@ -1,6 +1,6 @@
 """One trial in its own process: `python -m oomdoctor.verify.trial` reads a JSON spec on stdin, writes JSON out.
 
-Spec keys: device ("sim" | "cuda"), phase, steps, workload {"kind": "transformer" | "entry", "entry", "params"},
+Spec keys: device ("sim" | "cuda"), phase, steps, workload {"kind": "transformer" | "hf" | "entry", "entry", "params"},
 capacity_bytes, total_bytes, non_pytorch_bytes, alloc_conf, result_path. The result goes to `result_path`, a file
 in a private folder the parent made, never to stdout: the step prints there freely and cannot forge a result by
 printing. Without `result_path` (a trial run by hand) the result is printed as the last line of stdout.
@@ -54,6 +54,9 @@ def _factory(spec: dict[str, Any]) -> Callable[[Any], Callable[[], Any]]:
     if wl["kind"] == "transformer":
         from oomdoctor.verify.workload import transformer
         return lambda device: transformer(wl["params"], device, phase)
+    if wl["kind"] == "hf":
+        from oomdoctor.verify.hfmodel import hf
+        return lambda device: hf(wl["params"], device, phase, Path(spec.get("base_dir") or "."))
     fn = load_entry(wl["entry"], Path(spec.get("base_dir") or "."))
     return lambda device: fn(dict(wl["params"], phase=phase), device)
 

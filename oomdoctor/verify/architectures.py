@@ -1,0 +1,97 @@
+"""Architectures of popular Hugging Face models (published config.json facts), and how `workload.hf` finds one.
+
+No network and no torch here: a model is named from this catalog, given as a local config.json (or its folder),
+or written inline as a mapping of config keys.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import regex
+
+_LLAMA = {"model_type": "llama", "rms_norm_eps": 1e-5, "hidden_act": "silu"}
+_QWEN2 = {"model_type": "qwen2", "rms_norm_eps": 1e-6, "hidden_act": "silu", "max_position_embeddings": 32768}
+_GPT2 = {"model_type": "gpt2", "n_positions": 1024, "vocab_size": 50257}
+
+# (name pattern, config keys): each from the model's published config.json (architecture keys only).
+CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
+    (r"llama-?2-7b", {**_LLAMA, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                      "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+                      "max_position_embeddings": 4096}),
+    (r"llama-?2-13b", {**_LLAMA, "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
+                       "num_attention_heads": 40, "num_key_value_heads": 40, "vocab_size": 32000,
+                       "max_position_embeddings": 4096}),
+    (r"llama-?3(?:\.1)?-8b", {**_LLAMA, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                              "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                              "max_position_embeddings": 8192, "rope_theta": 500000.0}),
+    (r"llama-?3\.2-1b", {**_LLAMA, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+                         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                         "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": True}),
+    (r"llama-?3\.2-3b", {**_LLAMA, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 28,
+                         "num_attention_heads": 24, "num_key_value_heads": 8, "vocab_size": 128256,
+                         "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": True}),
+    (r"tinyllama-1\.1b", {**_LLAMA, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+                          "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000,
+                          "max_position_embeddings": 2048}),
+    (r"mistral-7b", {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+                     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                     "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "hidden_act": "silu"}),
+    (r"qwen2(?:\.5)?-0\.5b", {**_QWEN2, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+                              "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
+                              "tie_word_embeddings": True}),
+    (r"qwen2(?:\.5)?-1\.5b", {**_QWEN2, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+                              "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
+                              "tie_word_embeddings": True}),
+    (r"qwen2\.5-3b", {**_QWEN2, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+                      "num_attention_heads": 16, "num_key_value_heads": 2, "vocab_size": 151936,
+                      "tie_word_embeddings": True}),
+    (r"qwen2(?:\.5)?-7b", {**_QWEN2, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                           "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064}),
+    (r"gpt2-xl", {**_GPT2, "n_embd": 1600, "n_layer": 48, "n_head": 25}),
+    (r"gpt2-large", {**_GPT2, "n_embd": 1280, "n_layer": 36, "n_head": 20}),
+    (r"gpt2-medium", {**_GPT2, "n_embd": 1024, "n_layer": 24, "n_head": 16}),
+    (r"gpt2", {**_GPT2, "n_embd": 768, "n_layer": 12, "n_head": 12}),
+)
+_COMPILED = tuple((regex.compile(rf"(?<![\w.]){p}(?![\w.])|(?<![\w.]){p}-"), cfg) for p, cfg in CATALOG)
+
+
+class UnknownArchitecture(ValueError):
+    """The model is neither in the catalog nor a readable config.json."""
+
+
+def from_catalog(name: str) -> dict[str, Any] | None:
+    """The catalog's config for a model id or path that names a known base model (fine-tunes match their base)."""
+    key = name.lower().replace("_", "-").replace("meta-llama-3", "llama-3")
+    for pattern, cfg in _COMPILED:
+        if pattern.search(key):
+            return dict(cfg)
+    return None
+
+
+def resolve(config: str | dict[str, Any], base_dir: Path | None = None) -> dict[str, Any]:
+    """The config keys for `workload.hf`: an inline mapping, a local config.json (or its folder), or a catalog name."""
+    if isinstance(config, dict):
+        if "model_type" not in config:
+            raise UnknownArchitecture("an inline config needs model_type (llama, mistral, qwen2, gpt2, …)")
+        return dict(config)
+    path = Path(config)
+    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+        path = base_dir / path
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UnknownArchitecture(f"cannot read {path}: {exc}") from None
+        if not isinstance(data, dict) or "model_type" not in data:
+            raise UnknownArchitecture(f"{path} is not a transformers config.json (no model_type)")
+        return data
+    found = from_catalog(config)
+    if found is None:
+        known = ", ".join(p.replace("\\", "").replace("(?:", "(").replace(")?", ")?") for p, _ in CATALOG[:6])
+        raise UnknownArchitecture(f"{config!r} is not in the catalog ({known}, …) and is not a local config.json")
+    return found

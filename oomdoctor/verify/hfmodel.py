@@ -1,0 +1,100 @@
+"""The `workload: {model: hf}` step: a transformers causal LM built from its config, trained or evaluated for real.
+
+Built on the meta device (no memory), then materialised on the target device, so every parameter, gradient,
+optimizer state and activation is the library's own: its attention implementation, its MLP, its loss with
+fp32 logits. Imports torch and transformers; only trial subprocesses import this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from oomdoctor.verify.architectures import resolve
+from oomdoctor.verify.params import HFParams
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _outside_fake_mode() -> Any:
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+    except ImportError:  # pragma: no cover - older torch
+        return contextlib.nullcontext()
+    return unset_fake_temporarily()
+
+
+def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> Any:
+    """The model from its config, materialised (uninitialised) on `device` in the weights' dtype."""
+    import transformers
+
+    keys = {**resolve(p.config, base_dir), **p.overrides}
+    model_type = keys.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **keys)
+    config._attn_implementation = p.attn_implementation
+    config.use_cache = False
+    with _outside_fake_mode(), torch.device("meta"):  # plain meta tensors: the fake mode refuses to swap its own
+        model = transformers.AutoModelForCausalLM.from_config(config)
+        model = model.to(DTYPES[p.dtype])
+    model = model.to_empty(device=device)
+    if getattr(config, "tie_word_embeddings", False):
+        model.tie_weights()
+    return model
+
+
+def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
+    """What a mid-training optimizer holds: two fp32 moments per parameter for AdamW, none for SGD."""
+    if optimizer != "adamw":
+        return []
+    return [torch.zeros_like(q, dtype=torch.float32) for q in model.parameters() if q.requires_grad
+            for _ in range(2)]
+
+
+def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "train",
+       base_dir: Path | None = None) -> Callable[[], None]:
+    """Build the model on `device` and return a callable that runs one step of `phase`."""
+    p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
+    model = build(p, device, base_dir)
+    vocab = model.config.vocab_size
+    autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast else contextlib.nullcontext())
+
+    def tokens(batch: int) -> torch.Tensor:
+        return torch.randint(0, vocab, (batch, p.seq_len), device=device)
+
+    if phase == "train":
+        if p.gradient_checkpointing:
+            with warnings.catch_warnings():  # renamed activation_checkpointing_enable in transformers 5, same call
+                warnings.simplefilter("ignore", FutureWarning)
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        opt_cls = {"adamw": torch.optim.AdamW, "adafactor": torch.optim.Adafactor, "sgd": torch.optim.SGD}[p.optimizer]
+        opt = opt_cls(model.parameters(), lr=1e-5)
+
+        def train_step() -> None:
+            model.train()
+            for _ in range(p.grad_accum):
+                ids = tokens(p.batch)
+                with autocast:
+                    loss = model(input_ids=ids, labels=ids, use_cache=False).loss / p.grad_accum
+                loss.backward()
+                del loss, ids
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return train_step
+
+    if phase == "eval":
+        states = _optimizer_states(model, p.optimizer)  # eval happens mid-training: the optimizer's states exist
+
+        def eval_step() -> None:
+            model.eval()
+            ids = tokens(p.eval_batch or p.batch)
+            with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
+                out = model(input_ids=ids, labels=ids, use_cache=False)
+            del out, ids
+            assert states is not None
+        return eval_step
+    raise ValueError(f"phase {phase!r} is not replayed for model: hf yet (train and eval are)")

@@ -1,0 +1,84 @@
+"""`workload: {model: hf}`: the user's real transformers architecture replayed on the simulated GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_cli import run
+
+from oomdoctor.units import GIB, MIB
+from oomdoctor.verify.architectures import UnknownArchitecture, from_catalog, resolve
+
+TINY_LLAMA = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000,
+              "max_position_embeddings": 4096}
+
+
+def test_catalog_names_fine_tunes_by_their_base_and_refuses_unknowns(tmp_path):
+    assert from_catalog("meta-llama/Llama-3.2-1B-Instruct")["num_hidden_layers"] == 16
+    assert from_catalog("Qwen/Qwen2.5-7B-Instruct")["vocab_size"] == 152064
+    assert from_catalog("my-org/llama-2-7b-chat-sft")["intermediate_size"] == 11008
+    assert from_catalog("bert-base-uncased") is None
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(TINY_LLAMA))
+    assert resolve("model", tmp_path)["hidden_size"] == 256  # a local folder with its config.json
+    with pytest.raises(UnknownArchitecture, match="not in the catalog"):
+        resolve("bert-base-uncased")
+
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+def _replay(phase="train", capacity=8 * GIB, **params):
+    from oomdoctor.verify.trial import run_sim
+
+    spec = {"device": "sim", "phase": phase, "steps": 1, "capacity_bytes": capacity, "alloc_conf": "",
+            "workload": {"kind": "hf", "params": {"config": TINY_LLAMA, "batch": 4, "seq_len": 512, **params}}}
+    return run_sim(spec)
+
+
+@pytest.fixture(scope="module")
+def base():
+    return _replay()
+
+
+def test_weights_and_adam_states_are_the_models_own(base):
+    n = 2 * 32000 * 256 + 2 * (4 * 256 * 64 * 4 // 2 + 3 * 256 * 688 + 2 * 256) + 256  # embed+head, blocks, norms
+    # fp32 weights + grads + two AdamW moments: at least 16 bytes per parameter stay after the step
+    assert base["unlimited_peak_allocated_bytes"] > 16 * n * 0.9
+
+
+def test_checkpointing_and_a_smaller_batch_lower_the_peak(base):
+    ckpt = _replay(gradient_checkpointing=True)
+    half = _replay(batch=2, grad_accum=2)
+    assert ckpt["unlimited_peak_allocated_bytes"] < base["unlimited_peak_allocated_bytes"]
+    assert half["unlimited_peak_allocated_bytes"] < base["unlimited_peak_allocated_bytes"]
+
+
+def test_a_limit_below_the_peak_reproduces_the_oom(base):
+    tight = _replay(capacity=int(base["unlimited_peak_allocated_bytes"] * 0.8))
+    assert tight["oom"] and "CUDA out of memory" in tight["message"]
+
+
+def test_verify_config_with_an_hf_model_shows_which_fixes_fit(tmp_path, base):
+    limit = int(base["unlimited_peak_allocated_bytes"] * 0.9 + 600 * MIB)  # + the CUDA context's share
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(json.dumps({
+        "workload": {"model": "hf", "params": {"config": TINY_LLAMA, "batch": 4, "seq_len": 512}},
+        "device": "sim", "steps": 1, "memory": {"limit": f"{limit} bytes"},
+        "fixes": ["halve-batch", "gradient-checkpointing", "expandable-segments"]}))
+    r = run("verify", "--config", str(cfg), "--format", "json")
+    assert r.stdout, r.stderr
+    doc = json.loads(r.stdout)
+    trials = {t.get("fix") or "baseline": t for t in doc["trials"]}
+    assert trials["baseline"]["oom"] is True, r.stderr
+    assert trials["halve-batch"]["oom"] is False and trials["gradient-checkpointing"]["oom"] is False
+
+
+def test_an_unknown_architecture_is_a_config_error_with_its_line(tmp_path):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("workload:\n  model: hf\n  params:\n    config: bert-base-uncased\nmemory: {limit: 24GiB}\n")
+    r = run("verify", "--config", str(cfg))
+    assert r.returncode == 2 and b"cfg.yaml:4" in r.stderr and b"not in the catalog" in r.stderr
