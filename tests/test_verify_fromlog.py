@@ -28,7 +28,11 @@ def test_write_config_then_stop(tmp_path):
                                  "--write-config", str(out)])
     assert r.exit_code == 0, r.output
     cfg = yaml.safe_load(out.read_text())
-    assert cfg["workload"]["model"] == "transformer" and cfg["memory"]["limit"].endswith("MiB")
+    import importlib.util
+
+    # the log names Qwen/Qwen2.5-0.5B: its own architecture when transformers is there, else the built-in stand-in
+    expected = "hf" if importlib.util.find_spec("transformers") else "transformer"
+    assert cfg["workload"]["model"] == expected and cfg["memory"]["limit"].endswith("MiB")
     from oomdoctor.verify.config import load
 
     assert load(out).capacity_bytes > 0  # the written config is valid as it stands
@@ -41,3 +45,33 @@ def test_from_needs_a_gpu_oom_and_excludes_config(tmp_path):
     assert r.exit_code == 2 and "no GPU out-of-memory event" in r.output
     r = CliRunner().invoke(app, ["verify", "--from", str(log), "--config", str(log)])
     assert r.exit_code == 2 and "exactly one" in r.output
+
+
+def test_a_catalogued_model_is_replayed_with_its_own_architecture(tmp_path):
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("needs transformers (the [integrations] extra)")
+    log = tmp_path / "train.log"
+    log.write_text(
+        "TrainingArguments(per_device_train_batch_size=8, gradient_accumulation_steps=2, bf16=True)\n"
+        "model_name_or_path: meta-llama/Llama-3.2-1B-Instruct\n"
+        "{'loss': 1.93, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of "
+        "23.64 GiB of which 1.20 GiB is free. Including non-PyTorch memory, this process has 22.43 GiB memory in "
+        "use. Of the allocated memory 21.70 GiB is allocated by PyTorch, and 280.00 MiB is reserved by PyTorch but "
+        "unallocated.\n")
+    config, notes = build(str(log))
+    assert config["workload"]["model"] == "hf", notes
+    p = config["workload"]["params"]
+    assert (p["config"], p["batch"], p["grad_accum"], p["autocast"]) == (
+        "meta-llama/Llama-3.2-1B-Instruct", 8, 2, "bfloat16")
+    assert "Llama-3.2-1B-Instruct's own architecture" in notes[0]
+    out = tmp_path / "cfg.yaml"
+    from oomdoctor.verify.config import load
+    from oomdoctor.verify.fromlog import write
+
+    write(str(log), out)
+    assert load(out).config.workload.model == "hf"  # valid as written

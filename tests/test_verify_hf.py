@@ -31,10 +31,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
-def _replay(phase="train", capacity=8 * GIB, **params):
+def _replay(phase="train", capacity=8 * GIB, steps=1, **params):
     from oomdoctor.verify.trial import run_sim
 
-    spec = {"device": "sim", "phase": phase, "steps": 1, "capacity_bytes": capacity, "alloc_conf": "",
+    spec = {"device": "sim", "phase": phase, "steps": steps, "capacity_bytes": capacity, "alloc_conf": "",
             "workload": {"kind": "hf", "params": {"config": TINY_LLAMA, "batch": 4, "seq_len": 512, **params}}}
     return run_sim(spec)
 
@@ -55,6 +55,11 @@ def test_checkpointing_and_a_smaller_batch_lower_the_peak(base):
     half = _replay(batch=2, grad_accum=2)
     assert ckpt["unlimited_peak_allocated_bytes"] < base["unlimited_peak_allocated_bytes"]
     assert half["unlimited_peak_allocated_bytes"] < base["unlimited_peak_allocated_bytes"]
+
+
+def test_optimizer_states_are_resident_from_the_second_step():
+    peaks = {o: _replay(steps=2, optimizer=o)["unlimited_peak_allocated_bytes"] for o in ("adamw", "adafactor", "sgd")}
+    assert peaks["adamw"] > peaks["adafactor"] > peaks["sgd"], peaks  # two moments, factored ones, none
 
 
 def test_a_limit_below_the_peak_reproduces_the_oom(base):

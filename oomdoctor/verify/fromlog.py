@@ -76,8 +76,13 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
         notes.append("phase: not in the log, assumed train")
     fixes = [f.id for g in diagnose_with(facts, load_rules()) if g.event_index == index for f in g.fixes
              if f.id in VERIFIABLE]
+    workload, why_not = _hf_workload(d, params, phase)
+    if workload is None:
+        workload = {"model": "transformer", "params": params}
+        if why_not:
+            notes.append(why_not)
     config: dict[str, Any] = {
-        "workload": {"model": "transformer", "params": params}, "phase": phase, "device": "auto",
+        "workload": workload, "phase": phase, "device": "auto",
         "memory": memory, "fixes": list(dict.fromkeys(fixes)) or None,
     }
     run = next((r for r in facts.runs if r.source == event.source), None)
@@ -85,9 +90,34 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
         config["alloc_conf"] = str(run.alloc_conf.value)
     if config["fixes"] is None:
         del config["fixes"]
+    model = (f"{d['model_name']}'s own architecture (transformers)" if workload["model"] == "hf"
+             else "the built-in transformer")
     notes.insert(0, f"replaying {event.source}:{event.line} ({event.kind}, phase {phase}) against "
-                    f"{format_bytes(event.total_bytes - others)} with the built-in transformer")
+                    f"{format_bytes(event.total_bytes - others)} with {model}")
     return config, notes
+
+
+def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple[dict[str, Any] | None, str | None]:
+    """`model: hf` when the log names a catalogued model and the replay needs nothing hf lacks; else why not."""
+    import importlib.util
+
+    from oomdoctor.verify.architectures import from_catalog
+
+    name = d.get("model_name")
+    if not isinstance(name, str) or from_catalog(name) is None:
+        return None, None
+    if importlib.util.find_spec("transformers") is None:
+        return None, f"model: {name} is catalogued, but transformers is not installed: the built-in transformer " \
+                     "stands in (pip install 'oomdoctor[integrations]' replays the real architecture)"
+    lacking = [what for what, used in (("LoRA", "lora_rank" in params), ("ZeRO/FSDP sharding", "zero_stage" in params),
+                                       (f"phase {phase}", phase not in ("train", "eval"))) if used]
+    if lacking:
+        return None, f"model: {name}: the built-in transformer stands in ({', '.join(lacking)} not replayed for hf yet)"
+    hf = {"config": name, "seq_len": params["seq_len"], "batch": params["batch"], "grad_accum": params["grad_accum"]}
+    for key in ("autocast", "gradient_checkpointing", "eval_batch"):
+        if key in params:
+            hf[key] = params[key]
+    return {"model": "hf", "params": hf}, None
 
 
 def _mib(n: int) -> str:

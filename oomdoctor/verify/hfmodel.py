@@ -55,6 +55,15 @@ def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
             for _ in range(2)]
 
 
+def _optimizer(model: Any, name: str) -> Any:
+    """The optimizer HF Trainer would build: torch's AdamW and SGD, transformers' own Adafactor (factored moments)."""
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+
+        return Adafactor(model.parameters(), lr=1e-5, scale_parameter=False, relative_step=False)
+    return (torch.optim.AdamW if name == "adamw" else torch.optim.SGD)(model.parameters(), lr=1e-5)
+
+
 def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "train",
        base_dir: Path | None = None) -> Callable[[], None]:
     """Build the model on `device` and return a callable that runs one step of `phase`."""
@@ -71,8 +80,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
             with warnings.catch_warnings():  # renamed activation_checkpointing_enable in transformers 5, same call
                 warnings.simplefilter("ignore", FutureWarning)
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        opt_cls = {"adamw": torch.optim.AdamW, "adafactor": torch.optim.Adafactor, "sgd": torch.optim.SGD}[p.optimizer]
-        opt = opt_cls(model.parameters(), lr=1e-5)
+        opt = _optimizer(model, p.optimizer)
 
         def train_step() -> None:
             model.train()

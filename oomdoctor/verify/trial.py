@@ -71,6 +71,7 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
 
     device = simgpu.setup()
     _no_device_moves(torch)
+    _tensors_via_host(torch)
     factory = _factory(spec)
     tracker = simgpu.StorageTracker()
     start = time.perf_counter()
@@ -96,6 +97,37 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
         "events": len(tracker.trace),
         "parsed": _parse_message(result.message) if result.message else None,
     }
+
+
+def _tensors_via_host(torch: Any) -> None:
+    """torch.tensor(data) on the simulator. Without a device it is a host tensor, as in the real run (the sim's
+    `with torch.device(simgpu)` would otherwise move optimizer step counters that `.item()` must read); with
+    device=simgpu it is made on the host and copied into an empty simgpu tensor (fake mode keeps a small literal
+    as a real constant and would run the move on it for real, where simgpu has no kernels)."""
+    if getattr(torch.tensor, "_oomdoctor", False):
+        return
+    original = torch.tensor
+
+    def tensor(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> Any:
+        if device is None:
+            return original(data, *args, device="cpu", **kwargs)
+        target = torch.device(device)
+        if target.type != simgpu_name():
+            return original(data, *args, device=device, **kwargs)
+        host = original(data, *args, device="cpu", **kwargs)
+        out = torch.empty(host.shape, dtype=host.dtype, device=target, requires_grad=host.requires_grad)
+        with torch.no_grad():
+            out.copy_(host)
+        return out
+
+    tensor._oomdoctor = True  # type: ignore[attr-defined]
+    torch.tensor = tensor
+
+
+def simgpu_name() -> str:
+    from oomdoctor.verify.simgpu import DEVICE
+
+    return DEVICE
 
 
 def _no_device_moves(torch: Any) -> None:
@@ -178,9 +210,16 @@ def main() -> int:
     return 0
 
 
+ERROR_CHARS = 300  # a trial's error as shown in the table (the traceback keeps the rest)
+
+
 def failure(exc: Exception) -> dict[str, Any]:
     """A trial's error; `host_memory` marks a host allocation that failed, which the parent words as the limit."""
-    result: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}" if str(exc).strip() else type(exc).__name__,
+    text = " ".join(str(exc).split())
+    if len(text) > ERROR_CHARS:  # PyTorch's dispatcher errors list every backend: keep their first sentence
+        first = text.split(". ", 1)[0]
+        text = (first if len(first) <= ERROR_CHARS else first[:ERROR_CHARS]) + " …"
+    result: dict[str, Any] = {"error": f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
                               "traceback": traceback.format_exc(limit=-3)}
     if isinstance(exc, MemoryError) or any(text in str(exc) for text in HOST_MEMORY_TEXT):
         result["host_memory"] = True
