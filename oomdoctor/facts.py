@@ -120,6 +120,11 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "snapshot_largest_free_block_bytes": ("bytes", "largest free block in the failing device's cached segments"),
     "snapshot_inactive_bytes": ("bytes", "free blocks inside the failing device's cached segments, all together"),
     "snapshot_stranded_bytes": ("bytes", "free blocks in segments that also hold live blocks (cannot be released)"),
+    # from a torch.cuda.memory_summary() table printed beside the failure
+    "summary_reserved_bytes": ("bytes", "reserved memory now, as the memory_summary table printed it"),
+    "summary_non_releasable_bytes": ("bytes", "non-releasable memory now (free space in partly used segments)"),
+    "summary_non_releasable_fraction_of_reserved": ("float", "non-releasable memory as a share of reserved"),
+    "summary_alloc_retries": ("int", "cudaMalloc retries the summary counted (each a flush of the cache)"),
     **CONFIG_FACTS,
     **{f"stack_{s}": ("bool", f"the log shows {s} in use") for s in STACKS},
 }
@@ -395,6 +400,20 @@ def _snapshot(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence
         ev[name] = (_event_line(event),)
 
 
+def _summary(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    """The allocator's own account, when a memory_summary() table was printed beside the failure."""
+    table = event.detail.get("memory_summary") or {}
+    reserved, stuck = table.get("reserved_bytes"), table.get("non_releasable_bytes")
+    out["summary_reserved_bytes"] = reserved
+    out["summary_non_releasable_bytes"] = stuck
+    out["summary_non_releasable_fraction_of_reserved"] = stuck / reserved if reserved and stuck is not None else None
+    out["summary_alloc_retries"] = table.get("retries")
+    for name in ("summary_reserved_bytes", "summary_non_releasable_bytes",
+                 "summary_non_releasable_fraction_of_reserved", "summary_alloc_retries"):
+        if out[name] is not None:
+            ev[name] = (event.evidence["memory_summary"],)
+
+
 def derive(facts: ParseResult, index: int) -> Derived:
     """Flatten event `index` of `facts` (with its run context) into the facts named in FACTS."""
     event = facts.events[index]
@@ -413,6 +432,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _memory(event, run, out, ev)
     _inference_only(out)
     _snapshot(event, out, ev)
+    _summary(event, out, ev)
     out["progress_after_oom"] = bool(event.detail.get("progress_after"))
     if out["progress_after_oom"]:
         ev["progress_after_oom"] = (event.evidence["progress_after"],)

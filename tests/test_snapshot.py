@@ -135,3 +135,18 @@ def test_diagnose_refuses_a_hostile_snapshot_with_exit_2(tmp_path):
                        timeout=60)
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) <= 2 and "Traceback" not in r.stderr
+
+
+def test_memory_summary_tables_of_both_unit_eras_are_read():
+    from oomdoctor.parse.normalize import Line
+    from oomdoctor.parse.summary import tables
+
+    rows = ["|                  PyTorch CUDA memory summary, device ID 1                 |",
+            "|            CUDA OOMs: 2            |        cudaMalloc retries: 9         |",
+            "| Allocated memory      |   15046 MB |   15114 MB |   14505 GB |   14490 GB |",
+            "| GPU reserved memory   |   20480 MB |   20480 MB |   14505 GB |   14490 GB |",
+            "| Non-releasable memory |    3277 MB |    3300 MB |    1000 GB |    1000 GB |"]
+    (table,) = tables([Line(n, None, t) for n, t in enumerate(rows, 1)], "x.log")
+    assert (table["device"], table["ooms"], table["retries"]) == (1, 2, 9)
+    assert table["allocated_bytes"] == 15046 * 2**20 and table["reserved_bytes"] == 20480 * 2**20
+    assert table["non_releasable_bytes"] == 3277 * 2**20 and table["evidence"].line == 5

@@ -14,6 +14,7 @@ import regex
 
 from oomdoctor.parse import context as ctx
 from oomdoctor.parse import formats as P
+from oomdoctor.parse import summary as memory_summary
 from oomdoctor.parse.messages import CLASSIFY_CHARS, Classified, classify
 from oomdoctor.parse.messages import era as message_era
 from oomdoctor.parse.messages import figures as message_figures
@@ -250,6 +251,8 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         warnings.warn(LimitWarning(f"{source}: {over:,} more OOM messages after the first {MAX_EVENTS_PER_SOURCE:,} "
                                    "were counted, not reported one by one"), stacklevel=2)
     _attach_root_cause_rank(events, root_rank)
+    if events:
+        events = memory_summary.attach(events, memory_summary.tables(lines, source))
     run_ctx = RunContext(
         source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source)),
         eval_lines=tuple(ctx._ev(source, ln) for ln in lines if ctx.EVAL_BANNER.search(ln.text)),
