@@ -257,3 +257,25 @@ def test_progress_line_per_trial():
     assert command.progress_line("halve-batch", {"oom": False, "peak_reserved_bytes": 20 * GIB, "seconds": 3.21}) == (
         "  halve-batch: fits, peak reserved 20.00 GiB (3.2 s)")
     assert "error: timed out" in command.progress_line("x", {"error": "timed out after 5 s"})
+
+
+@needs_torch
+def test_a_fit_with_under_5_percent_headroom_is_marginal_not_a_fit(tmp_path, capsys):
+    def trials(limit: int) -> dict:
+        cfg = write(tmp_path, f"""
+            workload:
+              model: transformer
+              params: {TINY}
+            device: sim
+            memory: {{limit: {limit} bytes, non_pytorch: 0}}
+            fixes: [halve-batch]
+            """)
+        code = command.run(cfg, fmt="json")
+        return {t["fix"]: t for t in json.loads(capsys.readouterr().out)["trials"]} | {"code": code}
+
+    first = trials(260 * MIB)
+    peak = first["halve-batch"]["peak_reserved_bytes"]
+    roomy, tight = trials(int(peak / 0.9)), trials(int(peak / 0.97))
+    assert roomy["halve-batch"]["fits"] is True and not roomy["halve-batch"].get("marginal")
+    assert tight["halve-batch"]["fits"] is False and tight["halve-batch"]["marginal"] is True
+    assert tight["code"] == 1  # only a marginal fit: not fixed

@@ -87,3 +87,4 @@ def test_an_unknown_architecture_is_a_config_error_with_its_line(tmp_path):
     cfg.write_text("workload:\n  model: hf\n  params:\n    config: bert-base-uncased\nmemory: {limit: 24GiB}\n")
     r = run("verify", "--config", str(cfg))
     assert r.returncode == 2 and b"cfg.yaml:4" in r.stderr and b"not in the catalog" in r.stderr
+

@@ -57,6 +57,7 @@ class VerifyTrial(_Out):
     peak_reserved_bytes: int | None
     seconds: float | None
     fits: bool
+    marginal: bool | None = None
     error: str | None = None
     headroom_bytes: int | None = None
     message: str | None = None

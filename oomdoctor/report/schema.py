@@ -159,6 +159,8 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
         "fits": "True when the step ran without OOM within the capacity, counting non-PyTorch memory.",
         "error": "Why the trial failed or the fix does not apply (a crash, a timeout).",
         "headroom_bytes": f"{_SIZE} Capacity left at the peak; present when the step fit, null when it ran out.",
+        "marginal": "True when the step ran without OOM but with less than 5% of the capacity left: not counted as "
+                    "a fit (`fits` is false), since real runs vary by more than that.",
         "message": "The OOM message the replay raised; null when none.",
         "parsed": "That message as `diagnose` reads it (an event); null when none.",
         "replay_seconds": "sim: seconds spent replaying the steps.",

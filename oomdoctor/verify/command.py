@@ -66,7 +66,8 @@ def render_table(doc: dict[str, Any], stream: Any = None, width: int | None = No
         elif t["fix"] == "baseline":
             fits = Text("OOM (reproduced)", style="red") if t.get("oom") else Text("fits (not reproduced)", style="green")
         else:
-            fits = Text("fits", style="green") if t.get("fits") else Text("OOM", style="red")
+            fits = (Text("fits", style="green") if t.get("fits")
+                    else Text("marginal", style="yellow") if t.get("marginal") else Text("OOM", style="red"))
         rel = t.get("relative_time")
         table.add_row(t["fix"], fits, _b(t.get("peak_reserved_bytes")), _b(t.get("headroom_bytes")),
                       f"×{rel:.2f}" if rel else "")

@@ -366,6 +366,9 @@ def _memory_note(limit: int | None) -> str:
     return f"the trial hit its memory limit of {format_bytes(limit)} ({MAX_RSS_ENV} changes it)"
 
 
+MARGINAL_FRACTION = 0.05  # a fit with less headroom than this share of the card is called marginal, not a fit
+
+
 def fits(trial: dict[str, Any], res: Resolved, margin: float = 0.0) -> bool:
     """The step fit, with `margin` × capacity left over."""
     if trial.get("error") or trial.get("oom") is not False:
@@ -432,6 +435,9 @@ def run_all(res: Resolved, device: str, jobs: int | None = None,
         if row.get("peak_reserved_bytes") is not None and row.get("oom") is False:
             row["headroom_bytes"] = res.capacity_bytes - res.non_pytorch_bytes - row["peak_reserved_bytes"]
         row["fits"] = fits(row, res)
+        if row["fits"] and row.get("headroom_bytes") is not None \
+                and row["headroom_bytes"] < MARGINAL_FRACTION * res.capacity_bytes:
+            row["fits"], row["marginal"] = False, True
         # Relative step time: measured on a GPU; on the simulator, matmul+attention FLOPs per optimizer step.
         if device == "sim" and base_flops and row.get("flops"):
             row["relative_time"] = round(row["flops"] / base_flops, 3)
