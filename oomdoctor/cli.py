@@ -141,14 +141,19 @@ def verify(
     output: Path | None = typer.Option(None, "--output", "-o", help="also write the JSON result to this file"),
     max_batch: bool = typer.Option(False, "--max-batch", help="search the largest per-device batch that fits"),
     device: str | None = typer.Option(None, "--device", help="override the config: auto, cuda or sim"),
+    snapshot: Path | None = typer.Option(None, "--snapshot",
+                                         help="replay a memory snapshot's recorded trace under other allocator settings"),
+    gpu: int | None = typer.Option(None, "--gpu", help="with --snapshot: the device whose trace to replay"),
 ) -> None:
     """Replay the failing step under the failing GPU's memory limit and show which fixes fit."""
     import importlib.util
 
     try:
-        if (config is None) == (from_log is None):
-            raise UsageError("give exactly one of --config cfg.yaml or --from train.log",
+        if sum(x is not None for x in (config, from_log, snapshot)) != 1:
+            raise UsageError("give exactly one of --config cfg.yaml, --from train.log or --snapshot snap.pickle",
                              tip="oomdoctor verify --from train.log builds the replay from the log")
+        if snapshot is not None:
+            _verify_snapshot(snapshot, gpu, fmt, output)
         check_output(output, [p for p in (config, from_log) if p is not None])
         if from_log is not None:
             config = _config_from_log(from_log, write_config)
@@ -166,6 +171,31 @@ def verify(
     except OomdoctorError as err:
         fail(err)
     raise typer.Exit(code)
+
+
+def _verify_snapshot(path: Path, gpu: int | None, fmt: VerifyFormat, output: Path | None) -> None:
+    """verify --snapshot: the recorded trace replayed as recorded and under each allocator fix (no torch needed)."""
+    import json
+
+    from oomdoctor.parse.reader import check_path
+    from oomdoctor.parse.snapshot import is_snapshot_file, load
+    from oomdoctor.verify import whatif
+
+    check_path(str(path))
+    if not is_snapshot_file(str(path)):
+        raise OomdoctorError("not a memory snapshot (a pickle from torch.cuda.memory._dump_snapshot)", where=str(path),
+                             tip="diagnose reads logs; verify --snapshot needs the pickle")
+    check_output(output, [path])
+    try:
+        report = whatif.what_if(load(path), gpu)
+    except whatif.NoTrace as exc:
+        raise OomdoctorError(str(exc), where=str(path), tip="dump the snapshot from an OOM observer with history on "
+                                                             "(oomdoctor.capture.install(history=True))") from None
+    doc = json.dumps(whatif.to_dict(report, str(path)), indent=2) + "\n"
+    _write(doc if fmt is VerifyFormat.json else whatif.render_text(report, str(path)), None)
+    if output is not None:
+        write_atomic(output, doc)
+    raise typer.Exit(whatif.exit_code(report))
 
 
 def _config_from_log(log: str, keep: Path | None) -> Path | None:
