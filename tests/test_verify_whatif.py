@@ -76,3 +76,11 @@ def test_a_real_snapshot_oom_is_reproduced_by_the_model():
     assert (w.device, w.requested_bytes) == (1, 5_308_694_528)
     assert w.reproduced  # the model fails at the very request the real allocator failed on
     assert [t.setting for t in w.trials] == ["as recorded"]  # it already ran with expandable segments
+
+
+def test_diagnose_of_a_snapshot_ends_with_the_what_if_command(tmp_path):
+    snap = tmp_path / "snap.pickle"
+    snap.write_bytes(pickle.dumps(fragmenting()))
+    r = run("diagnose", str(snap))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().rstrip().endswith(f"oomdoctor verify --snapshot {snap} --gpu 0")

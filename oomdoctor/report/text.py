@@ -158,7 +158,11 @@ def render(report: Report, color: bool = False, width: int | None = None, quiet:
                 _diagnosis(console, d, e)
         console.print()
     command = verify_command(report)
-    if command:
+    if command and " --snapshot " in command:
+        console.print(Text("prove it: replay the recorded trace under each allocator setting (no GPU, no torch):",
+                           style="dim"))
+        console.print(Text("  " + command), soft_wrap=True)
+    elif command:
         console.print(Text("prove it: replay the failing step under this GPU's limit with each fix (needs torch; "
                            "a simulated GPU without one):", style="dim"))
         console.print(Text("  " + command), soft_wrap=True)  # one line, never broken: it is copied
@@ -166,9 +170,13 @@ def render(report: Report, color: bool = False, width: int | None = None, quiet:
 
 
 def verify_command(report: Report) -> str | None:
-    """The `oomdoctor verify --from LOG` command that replays the first GPU failure, when a fix can be verified."""
+    """The `oomdoctor verify --from LOG` command that replays the first GPU failure, when a fix can be verified;
+    for a memory snapshot whose trace recorded the failure, `oomdoctor verify --snapshot FILE`."""
     from oomdoctor.fixids import VERIFIABLE
 
+    for e in report.events:
+        if e.detail.get("snapshot") and not e.detail.get("record") and e.source != "-":
+            return f"oomdoctor verify --snapshot {shlex.quote(clean(e.source))} --gpu {e.gpu_index or 0}"
     for i, e in enumerate(report.events):
         if e.kind not in ("cuda_oom", "hip_oom") or e.total_bytes is None or e.source == "-" \
                 or e.detail.get("snapshot"):
