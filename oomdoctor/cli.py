@@ -241,6 +241,7 @@ def _root(version: bool = typer.Option(False, "--version", help="print the versi
 
 class ScanFormat(str, Enum):
     table = "table"
+    markdown = "markdown"
     jsonl = "jsonl"
     json = "json"
 
@@ -250,26 +251,52 @@ def scan(
     targets: list[str] = typer.Argument(..., metavar="PATH...", help="log files, folders (walked) or quoted globs"),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, max=256, help="parallel processes"),
     fmt: ScanFormat = typer.Option(ScanFormat.table, "--format", "-f",
-                                   help="table (a summary), jsonl (one row per job, as jobs finish) or json"),
+                                   help="table or markdown (a summary), jsonl (one row per job, as jobs finish) or json"),
+    include: list[str] = typer.Option([], "--include", help="only files whose name or path matches this glob"),
+    exclude: list[str] = typer.Option([], "--exclude", help="skip files whose name or path matches this glob"),
+    since: str | None = typer.Option(None, "--since", help="only files modified within an age (7d, 12h) or since a date"),
+    group_by: str | None = typer.Option(None, "--group-by",
+                                        help="a regex; files equal once it is blanked are one job (e.g. 'rank\\d+')"),
+    state: str | None = typer.Option(None, "--state",
+                                     help="a state file: unchanged files reuse their last row (incremental scans)"),
 ) -> None:
     """Diagnose every log as its own job and summarise: OOM jobs, causes, fixes, GPUs, stacks."""
+    import time
+
     from oomdoctor import scan as S
 
     try:
-        paths = S.expand(targets)
+        cutoff = S.parse_since(since, time.time()) if since else None
+        files = S.select(S.expand(targets), include, exclude, cutoff)
+        job_list = S.group(files, group_by)
+        memory = S.State(state)
     except OomdoctorError as err:
         fail(err)
     rows: list[dict] = []
-    for i, row in enumerate(S.run(paths, jobs), 1):
+    todo: list = []
+    for job in job_list:
+        row = memory.cached(job)
+        if row is None:
+            todo.append(job)
+        else:
+            rows.append(row)
+            if fmt is ScanFormat.jsonl:
+                S.write_row(row, sys.stdout)
+    for i, row in enumerate(S.run(todo, jobs), 1):
         rows.append(row)
+        memory.remember(row.get("files") or row["path"], row)
         if fmt is ScanFormat.jsonl:
             S.write_row(row, sys.stdout)
         if row["status"] == "error":
             typer.echo(f"oomdoctor: {row['path']}: {row['error']} (skipped)", err=True)
         if sys.stderr.isatty():
-            typer.echo(f"\r{i}/{len(paths)} jobs", err=True, nl=False)
-    if sys.stderr.isatty():
+            typer.echo(f"\r{i}/{len(todo)} jobs", err=True, nl=False)
+    if sys.stderr.isatty() and todo:
         typer.echo("", err=True)
+    try:
+        memory.save()
+    except OomdoctorError as err:
+        fail(err)
     result = S.summary(rows)
     if fmt is ScanFormat.json:
         import json
@@ -277,6 +304,8 @@ def scan(
         sys.stdout.write(json.dumps({"summary": result, "jobs": rows}, indent=2) + "\n")
     elif fmt is ScanFormat.table:
         sys.stdout.write(S.render_summary(result))
+    elif fmt is ScanFormat.markdown:
+        sys.stdout.write(S.render_markdown(result))
     raise typer.Exit(EXIT_BAD_INPUT if result["unreadable"] else EXIT_OK)
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import json
 import os
+import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime
 from typing import Any
 
 from oomdoctor.errors import OomdoctorError, UsageError
@@ -16,6 +19,7 @@ from oomdoctor.errors import OomdoctorError, UsageError
 # A folder holds logs and other things; these never are logs.
 SKIPPED_SUFFIXES = (".yaml", ".yml", ".json", ".md", ".py", ".html", ".png", ".jpg", ".pt", ".bin", ".safetensors")
 MAX_ROW_ERROR_CHARS = 300  # an unreadable file's reason, as one short line
+STATE_FORMAT = "oomdoctor-scan-state-1"
 
 
 def expand(targets: Iterable[str]) -> list[str]:
@@ -41,15 +45,31 @@ def _walk(folder: str) -> Iterator[str]:
                 yield os.path.join(root, name)
 
 
-def scan_one(path: str) -> dict[str, Any]:
-    """One job's row: its status (oom, no_oom, error), the events, the first cause and fix, the GPU and stacks."""
+_RULES: Any = None  # the shipped rules, loaded once per process (50 YAML files: longer than most logs take)
+
+
+def _rules() -> Any:
+    global _RULES
+    if _RULES is None:
+        from oomdoctor.api import RuleSet
+
+        _RULES = RuleSet.load()
+    return _RULES
+
+
+def scan_one(job: str | list[str]) -> dict[str, Any]:
+    """One job's row (a file, or the files of one job grouped together): its status (oom, no_oom, error), the
+    events, the first cause and fix, the GPU and stacks."""
     from oomdoctor.api import diagnose_paths
 
-    row: dict[str, Any] = {"path": path}
+    files = [job] if isinstance(job, str) else list(job)
+    row: dict[str, Any] = {"path": files[0] if len(files) == 1 else group_name(files)}
+    if len(files) > 1:
+        row["files"] = files
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            report = diagnose_paths([path])
+            report = diagnose_paths(files, rules=_rules())
     except OomdoctorError as exc:
         return {**row, "status": "error", "error": str(exc.message)[:MAX_ROW_ERROR_CHARS]}
     first = report.diagnoses[0] if report.diagnoses else None
@@ -71,23 +91,125 @@ def scan_one(path: str) -> dict[str, Any]:
     }
 
 
-def run(paths: list[str], jobs: int) -> Iterator[dict[str, Any]]:
-    """Rows as jobs finish (in order of the paths with one job, in order of completion with several)."""
+def group_name(files: list[str]) -> str:
+    """A grouped job's name: the common path of its files and the parts that differ as a glob."""
+    common = os.path.commonprefix(files)  # noqa: RUF071 - by character: "run-rank" + "*", not by folder
+    return common + "*" if common != files[0] else files[0]
+
+
+def group(paths: list[str], pattern: str | None) -> list[str | list[str]]:
+    """Jobs from files: with `pattern` (a regex), files whose paths are equal once its match is blanked are one
+    job (per-rank logs: `rank\\d+`); without, every file is its own job."""
+    if not pattern:
+        return list(paths)
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--group-by is not a valid regular expression: {exc}", tip="e.g. --group-by 'rank\\d+'") from None
+    jobs: dict[str, list[str]] = {}
+    for p in paths:
+        jobs.setdefault(rx.sub("*", p), []).append(p)
+    return [files[0] if len(files) == 1 else files for files in jobs.values()]
+
+
+def select(paths: list[str], include: Iterable[str] = (), exclude: Iterable[str] = (),
+           since: float | None = None) -> list[str]:
+    """Files whose name or path matches an --include glob (when any), no --exclude glob, modified at `since` or later."""
+    include, exclude = list(include), list(exclude)
+
+    def hit(p: str, globs: list[str]) -> bool:
+        return any(fnmatch.fnmatch(p, g) or fnmatch.fnmatch(os.path.basename(p), g) for g in globs)
+
+    out = []
+    for p in paths:
+        if (include and not hit(p, include)) or hit(p, exclude):
+            continue
+        if since is not None:
+            try:
+                if os.stat(p).st_mtime < since:
+                    continue
+            except OSError:
+                pass  # unreadable: kept, so it is reported
+        out.append(p)
+    return out
+
+
+def parse_since(text: str, now: float) -> float:
+    """--since: an age (30m, 12h, 7d, 2w) or a date (2026-11-20, 2026-11-20T08:00) as a POSIX time."""
+    m = re.fullmatch(r"(\d{1,6})\s*([mhdw])", text.strip())
+    if m:
+        return now - int(m[1]) * {"m": 60, "h": 3600, "d": 86400, "w": 604800}[m[2]]
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise UsageError(f"--since {text!r} is neither an age nor a date", tip="e.g. --since 7d, or --since 2026-11-20") from None
+
+
+class State:
+    """Incremental scans: each file's size and mtime with the row it gave, so an unchanged file is not read again."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.entries: dict[str, dict[str, Any]] = {}
+        if path and os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    doc = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"cannot read the scan state: {exc}", where=path,
+                                 tip="delete it to start afresh") from None
+            if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+                raise UsageError("not an oomdoctor scan state file", where=path, tip="name another --state file")
+            self.entries = doc.get("files") or {}
+
+    @staticmethod
+    def _stamp(files: list[str]) -> list[list[int]] | None:
+        try:
+            return [[os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in files]
+        except OSError:
+            return None
+
+    def cached(self, job: str | list[str]) -> dict[str, Any] | None:
+        files = [job] if isinstance(job, str) else job
+        key = "\n".join(files)
+        entry = self.entries.get(key)
+        stamp = self._stamp(files)
+        if entry and stamp is not None and entry.get("stamp") == stamp:
+            return {**entry["row"], "cached": True}
+        return None
+
+    def remember(self, job: str | list[str], row: dict[str, Any]) -> None:
+        files = [job] if isinstance(job, str) else job
+        stamp = self._stamp(files)
+        if stamp is not None and row.get("status") != "error":
+            self.entries["\n".join(files)] = {"stamp": stamp, "row": {k: v for k, v in row.items() if k != "cached"}}
+
+    def save(self) -> None:
+        if self.path:
+            from pathlib import Path
+
+            from oomdoctor.outfile import write_atomic
+
+            write_atomic(Path(self.path), json.dumps({"format": STATE_FORMAT, "files": self.entries}) + "\n")
+
+
+def run(paths: list[str | list[str]], jobs: int) -> Iterator[dict[str, Any]]:
+    """Rows in the order of the jobs, streamed as they finish; with several processes the jobs go out in chunks
+    (a few milliseconds each: one inter-process round trip per job would cost as much as the job)."""
     if jobs <= 1 or len(paths) <= 1:
         for p in paths:
             yield scan_one(p)
         return
+    chunk = max(1, min(64, len(paths) // (jobs * 8)))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(scan_one, p) for p in paths]
-        for fut in as_completed(futures):
-            yield fut.result()
+        yield from pool.map(scan_one, paths, chunksize=chunk)
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts over the rows: jobs, OOM jobs, unreadable, causes and first fixes by count, GPU sizes, stacks."""
     ooms = [r for r in rows if r["status"] == "oom"]
     return {
-        "jobs": len(rows), "oom_jobs": len(ooms),
+        "jobs": len(rows), "oom_jobs": len(ooms), "cached": sum(bool(r.get("cached")) for r in rows),
         "no_oom_jobs": sum(r["status"] == "no_oom" for r in rows),
         "unreadable": [r["path"] for r in rows if r["status"] == "error"],
         "causes": Counter(r["first_cause"] or "undiagnosed" for r in ooms).most_common(),
@@ -97,10 +219,15 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _headline(s: dict[str, Any]) -> str:
+    cached = f", {s['cached']} unchanged (from the state file)" if s.get("cached") else ""
+    return (f"{s['jobs']} job(s): {s['oom_jobs']} OOM, {s['no_oom_jobs']} without OOM, "
+            f"{len(s['unreadable'])} unreadable{cached}")
+
+
 def render_summary(s: dict[str, Any]) -> str:
     """The summary as plain text lines (at most 80 columns for the fixed parts)."""
-    out = [f"{s['jobs']} job(s): {s['oom_jobs']} OOM, {s['no_oom_jobs']} without OOM, "
-           f"{len(s['unreadable'])} unreadable"]
+    out = [_headline(s)]
     oom = max(s["oom_jobs"], 1)
     for title, key in (("first cause", "causes"), ("first fix", "first_fixes"), ("GPU (GiB)", "gpu_totals_gib"),
                        ("stack", "stacks")):
@@ -110,6 +237,24 @@ def render_summary(s: dict[str, Any]) -> str:
     for path in s["unreadable"]:
         out.append(f"unreadable: {path}")
     return "\n".join(out) + "\n"
+
+
+def render_markdown(s: dict[str, Any]) -> str:
+    """The summary as Markdown tables (for a wiki page or a CI comment)."""
+    out = [f"**{_headline(s)}**", ""]
+    oom = max(s["oom_jobs"], 1)
+    for title, key in (("first cause", "causes"), ("first fix", "first_fixes"), ("GPU (GiB)", "gpu_totals_gib"),
+                       ("stack", "stacks")):
+        if s[key]:
+            out += [f"| {title} | jobs | share |", "|---|---:|---:|"]
+            out += [f"| {_md(str(name))} | {n} | {100 * n / oom:.1f}% |" for name, n in s[key]]
+            out.append("")
+    out += [f"- unreadable: `{_md(p)}`" for p in s["unreadable"]]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _md(text: str) -> str:
+    return "".join(ch for ch in text if ch.isprintable()).replace("|", "\\|").replace("`", "'")
 
 
 def write_row(row: dict[str, Any], stream: Any) -> None:
