@@ -239,6 +239,11 @@ def _root(version: bool = typer.Option(False, "--version", help="print the versi
         raise typer.Exit(EXIT_OK)
 
 
+class ScanEngine(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
 class ScanFormat(str, Enum):
     table = "table"
     markdown = "markdown"
@@ -259,9 +264,12 @@ def scan(
                                         help="a regex; files equal once it is blanked are one job (e.g. 'rank\\d+')"),
     state: str | None = typer.Option(None, "--state",
                                      help="a state file: unchanged files reuse their last row (incremental scans)"),
+    engine: ScanEngine = typer.Option(ScanEngine.local, "--engine", help="local processes, or a Ray cluster"),
+    address: str | None = typer.Option(None, "--address", help="with --engine ray: auto, ray://host:10001, or local"),
 ) -> None:
     """Diagnose every log as its own job and summarise: OOM jobs, causes, fixes, GPUs, stacks."""
     import time
+    from itertools import chain
 
     from oomdoctor import scan as S
 
@@ -282,7 +290,12 @@ def scan(
             rows.append(row)
             if fmt is ScanFormat.jsonl:
                 S.write_row(row, sys.stdout)
-    for i, row in enumerate(S.run(todo, jobs), 1):
+    try:
+        produced = S.run(todo, jobs) if engine is ScanEngine.local else S.run_ray(todo, address)
+        first = next(produced, None)
+    except OomdoctorError as err:
+        fail(err)
+    for i, row in enumerate(chain([first] if first is not None else [], produced), 1):
         rows.append(row)
         memory.remember(row.get("files") or row["path"], row)
         if fmt is ScanFormat.jsonl:

@@ -205,6 +205,47 @@ def run(paths: list[str | list[str]], jobs: int) -> Iterator[dict[str, Any]]:
         yield from pool.map(scan_one, paths, chunksize=chunk)
 
 
+RAY_BATCH = 32  # jobs per Ray task: each is a few milliseconds, a task costs more
+
+
+def run_ray(paths: list[str | list[str]], address: str | None) -> Iterator[dict[str, Any]]:
+    """The same rows computed on a Ray cluster (Ray Data `map_batches` over the job list; the workers read the
+    files, so they must see the same paths: a shared filesystem). `address`: "auto", ray://…, or None (local)."""
+    import logging
+
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--engine ray needs Ray", tip="pip install 'oomdoctor[ray]'") from None
+    os.environ.setdefault("RAY_DATA_LOG_LEVEL", "ERROR")  # Ray Data sets its loggers up on first use: rows only
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UsageError(f"cannot start or reach the Ray cluster: {exc}", where=address or "local",
+                         tip="--address auto joins a running cluster; without --address a local one starts") from None
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.execution_options.preserve_order = True
+    items = [{"job": p if isinstance(p, str) else "\n".join(p)} for p in paths]
+    if not items:
+        return
+    rows = ray.data.from_items(items).map_batches(_ray_batch, batch_size=RAY_BATCH)
+    try:
+        for record in rows.iter_rows():
+            yield json.loads(record["row"])
+    finally:
+        if address is None:
+            ray.shutdown()  # the local cluster this scan started
+
+
+def _ray_batch(batch: dict[str, Any]) -> dict[str, list[str]]:
+    jobs = [str(j) for j in batch["job"]]
+    return {"row": [json.dumps(scan_one(j.split("\n") if "\n" in j else j)) for j in jobs]}
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts over the rows: jobs, OOM jobs, unreadable, causes and first fixes by count, GPU sizes, stacks."""
     ooms = [r for r in rows if r["status"] == "oom"]

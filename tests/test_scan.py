@@ -103,3 +103,18 @@ def test_markdown_summary(tmp_path):
     out = run("scan", str(_folder(tmp_path)), "--format", "markdown").stdout.decode()
     assert out.startswith("**4 job(s): 1 OOM, 1 without OOM, 2 unreadable**")
     assert "| first cause | jobs | share |" in out and "|---|---:|---:|" in out
+
+
+def test_ray_engine_gives_the_same_rows_as_the_local_scan(tmp_path):
+    import pytest
+
+    pytest.importorskip("ray", reason="the [ray] extra is not installed: --engine ray is not tested here")
+    folder = _folder(tmp_path)
+    (folder / "job3-rank0.log").write_text("step 3 loss 0.5\n")
+    (folder / "job3-rank1.log").write_text("step 3 loss 0.5\n[rank1]: " + OOM)
+    local = run("scan", str(folder), "-f", "json", "--group-by", r"rank\d+")
+    on_ray = run("scan", str(folder), "-f", "json", "--group-by", r"rank\d+", "--engine", "ray")
+    assert on_ray.returncode == local.returncode == 2, on_ray.stderr  # the unreadable files, on both
+    a, b = json.loads(local.stdout), json.loads(on_ray.stdout)
+    assert sorted(a["jobs"], key=lambda r: r["path"]) == sorted(b["jobs"], key=lambda r: r["path"])
+    assert a["summary"] == b["summary"]
