@@ -122,7 +122,8 @@ def _load_rules(rules: list[Path]) -> dict:
     except RuleLoadError as exc:
         first = exc.errors[0]
         more = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
-        raise OomdoctorError(f"{first.message}{more}", where=f"{first.path}:{first.line}",
+        where = f"{first.path}:{first.line}" if first.line else str(first.path)  # a folder has no line
+        raise OomdoctorError(f"{first.message}{more}", where=where,
                              tip=first.tip or "run `oomdoctor rules check DIR` to see every problem") from None
 
 
