@@ -279,3 +279,30 @@ def test_a_fit_with_under_5_percent_headroom_is_marginal_not_a_fit(tmp_path, cap
     assert roomy["halve-batch"]["fits"] is True and not roomy["halve-batch"].get("marginal")
     assert tight["halve-batch"]["fits"] is False and tight["halve-batch"]["marginal"] is True
     assert tight["code"] == 1  # only a marginal fit: not fixed
+
+
+def test_max_batch_predicts_from_two_probes_and_confirms(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from oomdoctor.verify.trial import run_sim
+
+    calls: list[int] = []
+
+    def trial(spec, timeout):
+        calls.append(spec["workload"]["params"]["batch"])
+        return run_sim(spec)
+
+    monkeypatch.setattr(runner, "run_trial", trial)
+    res = config.load(write(tmp_path, f"""
+        workload: {{model: transformer, params: {TINY}}}
+        memory: {{limit: 1GiB, non_pytorch: 0}}
+        steps: 1
+        """))
+    out = runner.max_batch(res, "sim")
+    best = out["max_batch"]
+    assert best > 16  # far from the configured batch of 8: bisection from 8 would take 8 or more trials
+    assert out["trials"] == len(calls) <= 6, calls
+    limit = 1024 * MIB * (1 - res.config.margin)
+    for batch, fits_expected in ((best, True), (best + 1, False)):
+        v = runner.fixmod.Variant({**runner.base_variant(res).params, "batch": batch}, "")
+        r = run_sim(runner.spec_for(res, "sim", v))
+        assert (not r["oom"] and r["peak_reserved_bytes"] <= limit) is fits_expected, batch

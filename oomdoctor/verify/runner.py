@@ -446,29 +446,95 @@ def run_all(res: Resolved, device: str, jobs: int | None = None,
     return rows
 
 
+def _line_guess(res: Resolved, needs: dict[int, tuple[int, float]], a: int, b: int) -> int | None:
+    """The batch the line through two measured batches' needed peaks puts at the capacity (with margin)."""
+    (na, _), (nb, _) = needs[a], needs[b]
+    slope = (nb - na) / (b - a)
+    if slope <= 0:
+        return None
+    ratios = [r for _, (_, r) in sorted(needs.items()) if r]
+    ratio = ratios[-1] if ratios else 1.05  # reserved over allocated at the largest batch that fit; else 5%
+    budget = (res.capacity_bytes * (1 - res.config.margin) - res.non_pytorch_bytes) / ratio
+    return max(1, min(int(a + (budget - na) / slope), 1 << 16))
+
+
+def _affine_guess(res: Resolved, start: int, ok: Callable[[int], bool],
+                  needs: dict[int, tuple[int, float]]) -> int | None:
+    """Two probes, a prediction, and up to two refits through the two largest measured batches (the line bends a
+    little: fixed costs amortise), each run to measure it; None when the trials report no needed peak."""
+    a = max(1, start // 2)
+    b = start if start > a else a + 1
+    ok(a)
+    ok(b)
+    if a not in needs or b not in needs:
+        return None
+    guess = _line_guess(res, needs, a, b)
+    for _ in range(2):
+        if guess is None:
+            return None
+        ok(guess)
+        if guess not in needs:
+            return guess
+        near = max(x for x in needs if x != guess)  # the other measured batch nearest the answer
+        refit = _line_guess(res, needs, min(near, guess), max(near, guess))
+        if refit is None or abs(refit - guess) <= 1:
+            return guess
+        guess = refit
+    return guess
+
+
 def max_batch(res: Resolved, device: str) -> dict[str, Any]:
-    """Bisect the largest per-device batch that fits with the config's margin; keep the effective batch."""
+    """The largest per-device batch that fits with the config's margin; keep the effective batch.
+
+    Memory is close to affine in the batch: two probes give the line (on the simulator each trial also reports
+    the peak it needed with no limit, so a probe that runs out still counts), the prediction and the batch above
+    it are run to confirm, and bisection takes over only where the prediction was wrong (or on a GPU, where a
+    trial that runs out says nothing of what it needed)."""
     base = base_variant(res)
     key = "batch" if res.config.phase == "train" else "eval_batch"
     if "batch" not in base.params:
         return {"error": "the workload's params have no 'batch' key"}
     start = int(base.params.get(key) or base.params["batch"])
     tried: dict[int, bool] = {}
+    needs: dict[int, tuple[int, float]] = {}  # batch -> (peak needed with no limit, reserved/allocated)
 
     def ok(batch: int) -> bool:
         if batch not in tried:
             v = fixmod.Variant(params={**base.params, key: batch}, alloc_conf=base.alloc_conf)
-            tried[batch] = fits(run_trial(spec_for(res, device, v), res.config.timeout), res, res.config.margin)
+            result = run_trial(spec_for(res, device, v), res.config.timeout)
+            tried[batch] = fits(result, res, res.config.margin)
+            need = result.get("unlimited_peak_allocated_bytes")
+            if need:
+                alloc, resv = result.get("peak_allocated_bytes"), result.get("peak_reserved_bytes")
+                ratio = resv / alloc if tried[batch] and alloc and resv else 0.0
+                needs[batch] = (int(need), ratio)
         return tried[batch]
 
     lo, hi = 0, None  # lo fits (0 = nothing yet), hi does not
-    if ok(start):
-        lo, probe = start, start * 2
-        while probe <= 1 << 16 and ok(probe):
-            lo, probe = probe, probe * 2
-        hi = probe
-    else:
-        hi = start
+    guess = _affine_guess(res, start, ok, needs) if device == "sim" else None
+    if guess is not None:  # gallop out from the prediction in steps of 1, 2, 4 … until the answer is bracketed
+        step = 1
+        if ok(guess):
+            lo = guess
+            while lo + step <= 1 << 16 and ok(lo + step):
+                lo, step = lo + step, step * 2
+            hi = lo + step
+        else:
+            hi = guess
+            while hi - step >= 1 and not ok(hi - step):
+                hi, step = hi - step, step * 2
+            lo = max(0, hi - step)
+    if hi is None:
+        if lo or ok(start):
+            lo = max(lo, start) if tried.get(start) else lo
+            probe = lo * 2
+            while probe <= 1 << 16 and ok(probe):
+                lo, probe = probe, probe * 2
+            hi = probe
+        else:
+            hi = start
+    hi = min([b for b, f in tried.items() if not f and b > lo] + [hi])
+    lo = max([b for b, f in tried.items() if f and b < hi] + [lo])
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if ok(mid):
