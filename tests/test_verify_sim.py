@@ -112,3 +112,22 @@ def test_zero3_shards_gradients_too():
     peak = {w: replay(steps=2, zero_stage=3, world_size=w, width=1024, layers=4, vocab=4096, seq_len=16, batch=1,
                       heads=8)["unlimited_peak_allocated_bytes"] for w in (1, 8)}
     assert peak[1] / peak[8] > 6
+
+
+LORA_BF16 = {"dtype": "bfloat16", "master_weights": False, "lora_rank": 8, "mlp": "swiglu"}
+
+
+def test_rmsnorm_keeps_its_fp32_input_for_backward():
+    # Llama-family RMSNorm upcasts to fp32 (HF, litgpt); LayerNorm saves its bf16 input. 5 norms in a 2-layer model.
+    tokens_x_width = TINY["batch"] * TINY["seq_len"] * TINY["width"]
+    layer = replay(norm="layernorm", **LORA_BF16)["unlimited_peak_allocated_bytes"]
+    rms = replay(norm="rmsnorm", **LORA_BF16)["unlimited_peak_allocated_bytes"]
+    assert rms - layer >= 5 * tokens_x_width
+    assert replay(**LORA_BF16)["unlimited_peak_allocated_bytes"] == rms  # swiglu defaults to rmsnorm
+
+
+def test_lora_dropout_keeps_a_mask_per_adapted_projection():
+    tokens_x_width = TINY["batch"] * TINY["seq_len"] * TINY["width"]
+    plain = replay(**LORA_BF16)["unlimited_peak_allocated_bytes"]
+    dropped = replay(lora_dropout=0.05, **LORA_BF16)["unlimited_peak_allocated_bytes"]
+    assert dropped - plain >= 4 * tokens_x_width  # q and v in 2 layers: a 1-byte mask each at least

@@ -30,6 +30,10 @@ class TransformerParams(BaseModel):
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA on q and v, base frozen")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA input (PEFT, litgpt: 0.05)")
+    norm: Literal["layernorm", "rmsnorm"] | None = Field(
+        None, description="rmsnorm computes in fp32 as Llama-family code does (HF, litgpt): its fp32 input is "
+                          "kept for backward; default rmsnorm with mlp swiglu, else layernorm")
     optimizer: Literal["adamw", "sgd", "adafactor"] = "adamw"
     master_weights: bool = Field(True, description="keep fp32 master weights when dtype is not float32")
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
@@ -50,6 +54,10 @@ class TransformerParams(BaseModel):
     @property
     def head_dim(self) -> int:
         return self.width // self.heads
+
+    @property
+    def norm_kind(self) -> str:
+        return self.norm or ("rmsnorm" if self.mlp == "swiglu" else "layernorm")
 
     @property
     def ffn_size(self) -> int:

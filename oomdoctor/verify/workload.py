@@ -123,8 +123,29 @@ class Linear(nn.Module):
         else:
             y = F.linear(x, self.weight)
         if self.lora:
-            y = y + F.linear(F.linear(x, self.lora_a), self.lora_b)
+            p = self.ctx.p.lora_dropout
+            xa = F.dropout(x, p, training=self.training) if p else x  # keeps a mask and its own copy of x
+            y = y + F.linear(F.linear(xa, self.lora_a), self.lora_b)
         return y
+
+
+class RMSNorm(nn.Module):
+    """Llama-family RMSNorm as HF and litgpt write it: computed in fp32, so its fp32 input is saved for backward."""
+
+    def __init__(self, ctx: Ctx, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width, dtype=ctx.dtype, device=ctx.device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
+        return self.weight * h.to(x.dtype)
+
+
+def _norm(ctx: Ctx, width: int) -> nn.Module:
+    if ctx.p.norm_kind == "rmsnorm":
+        return RMSNorm(ctx, width)
+    return nn.LayerNorm(width, device=ctx.device, dtype=ctx.dtype)
 
 
 class Block(nn.Module):
@@ -133,8 +154,8 @@ class Block(nn.Module):
         p = ctx.p
         w, f = p.width, p.ffn_size
         self.p = p
-        self.ln1 = nn.LayerNorm(w, device=ctx.device, dtype=ctx.dtype)
-        self.ln2 = nn.LayerNorm(w, device=ctx.device, dtype=ctx.dtype)
+        self.ln1 = _norm(ctx, w)
+        self.ln2 = _norm(ctx, w)
         self.q = Linear(ctx, w, w, lora=True)
         self.k = Linear(ctx, w, w)
         self.v = Linear(ctx, w, w, lora=True)
@@ -177,7 +198,7 @@ class Transformer(nn.Module):
         full_ft = p.lora_rank == 0
         self.embed = ctx.weight((p.vocab, p.width), trainable=full_ft)
         self.blocks = nn.ModuleList(Block(ctx) for _ in range(p.layers))
-        self.ln_f = nn.LayerNorm(p.width, device=ctx.device, dtype=ctx.dtype)
+        self.ln_f = _norm(ctx, p.width)
         self.ln_f.requires_grad_(full_ft)
         self.head = None if p.tie_embeddings else ctx.weight((p.vocab, p.width), trainable=full_ft)
 
