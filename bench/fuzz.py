@@ -7,7 +7,8 @@ Each example takes a real fixture log (or nothing), applies 1-6 mutations (inser
 point, repeat a piece, delete, duplicate or truncate a span, flip bytes, gzip the result) and runs what
 `oomdoctor diagnose` runs: read the file, parse, diagnose with the shipped rules, render text (80 columns,
 colour on), markdown, HTML and JSON. It fails when anything raises other than OomdoctorError, when it takes
-longer than SECONDS_PER_KIB per KiB of input (with a floor), or when the process's peak RSS passes MAX_RSS_MIB.
+longer than SECONDS_PER_KIB per KiB of input (with a floor; the fastest of 1 + RETIMES runs, so a busy core
+is not counted as a hang), or when the process's peak RSS passes MAX_RSS_MIB.
 Failing inputs are saved under --crashes for a regression fixture.
 """
 
@@ -40,6 +41,7 @@ from oomdoctor.parse import parse_files  # noqa: E402
 from oomdoctor.report import render  # noqa: E402
 
 SECONDS_PER_KIB = 0.05  # the issue's bound: 50 ms per KiB of input
+RETIMES = 2  # an example over the bound is run this many more times and its fastest run counts
 FLOOR_SECONDS = 2.0  # start-up of a tiny example (rules, templates) is not per-KiB work
 MAX_RSS_MIB = 400  # the fuzzing process as a whole (diagnose alone is bounded lower: bench/bench_hostile.py)
 
@@ -178,6 +180,8 @@ def _worker(args: tuple[int, int, str]) -> tuple[int, int, int, float, list[str]
                 Path(crash_dir, name).write_bytes(data)
                 notes.append(f"{name}: {traceback.format_exc().strip().splitlines()[-1]}")
                 continue
+            if seconds > budget(data):  # timing noise (another process on the core) is ruled out by re-timing it
+                seconds = min([seconds] + [run_one(data, Path(tmp)) for _ in range(RETIMES)])
             if seconds > budget(data):
                 hangs += 1
                 name = f"slow-{seed}-{n}.bin"

@@ -43,3 +43,14 @@ def test_an_oom_dense_gzip_keeps_head_and_tail_and_says_what_it_left_out(tmp_pat
     assert result.events[0].line == 1
     assert any("lines of" in s and "not read" in s for s in said), said
     assert any("more OOM messages after the first 300" in s for s in said), said
+
+
+def test_a_gpu_index_of_thousands_of_digits_is_not_an_index(tmp_path):
+    # found by bench/fuzz.py: a 5,001-digit "GPU" number hit Python's int-string limit (exit 3)
+    for era in ("CUDA out of memory. Tried to allocate 20.00 MiB (GPU {g}; 10.76 GiB total capacity; 9.00 GiB "
+                "already allocated; 5.56 MiB free; 9.90 GiB reserved in total by PyTorch)\n",
+                MSG.format(i=20).replace("GPU 0", "GPU {g}")):
+        log = tmp_path / "digits.log"
+        log.write_text(era.format(g="7" * 5001))
+        events = parse_files([str(log)]).events
+        assert all(e.gpu_index is None for e in events)

@@ -19,14 +19,14 @@ _HINT_TAIL = r"(?P<hint>\s*If reserved(?:(?!(?:[A-Z]{2,4} )?out of memory)[^\n])
 # allocate ... (GPU 0; ...)" alone), but another error's "Tried to allocate" clause is not an OOM.
 _HEAD = r"(?:" + _DEV + r" out of memory\.\s|(?<=^[\s.…>]{0,8}))"
 CACHING_1_0 = regex.compile(
-    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(GPU (?P<gpu>\d*); "
+    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(GPU (?P<gpu>\d{0,6}); "
     r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?P<free>" + SIZE + r") free; (?P<cached>" + SIZE + r") cached\)"
 )
 # 1.4-2.0: "...; F free; [X allowed; ]R reserved in total by PyTorch)" (+ max_split_size_mb hint from 1.10).
 # Ascend NPU builds add "X current active;".
 CACHING_1_4 = regex.compile(
-    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\((?:GPU|NPU)\s{1,2}(?P<gpu>\d*); "
+    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\((?:GPU|NPU)\s{1,2}(?P<gpu>\d{0,6}); "
     r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?:" + SIZE + r" current active; )?(?:(?P<free>" + SIZE + r") free; )?(?:(?P<allowed>" + SIZE + r") allowed; )?"
     r"(?P<reserved>" + SIZE + r") reserved in total by PyTorch\)" + _HINT_TAIL
@@ -35,7 +35,7 @@ CACHING_1_4 = regex.compile(
 # [X allowed; ]Of the allocated memory A is allocated by PyTorch, [with P allocated in private pools
 # (e.g., CUDA Graphs), ]and U is reserved by PyTorch but unallocated." + hint (env var differs per era).
 CACHING_2_1 = regex.compile(
-    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d*)\x00? ?has a "
+    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d{0,6})\x00? ?has a "
     r"total (?P<capword>capacity|capacty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?\.\s?"
     r"(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE + r" memory in use\.\s?){0,64})"
     r"(?:(?P<allowed>" + SIZE + r") allowed; )?"
@@ -50,12 +50,12 @@ PROCESS_CLAUSE = regex.compile(
 # log collector, an unknown future era): the request is still known.
 CACHING_ANY = regex.compile(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
-    r"(?:\.? ?\(?GPU (?P<gpu>\d{1,20}))?"
+    r"(?:\.? ?\(?GPU (?P<gpu>\d{1,6})(?!\d))?"
 )
 # PaddlePaddle: "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate X memory on GPU 0,
 # Y memory has been allocated and available memory is only Z."
 PADDLE = regex.compile(
-    r"Out of memory error on GPU (?P<gpu>\d{1,20})\.\s{0,4}Cannot allocate (?P<requested>" + SIZE + r") memory on GPU \d{1,20},\s{0,4}"
+    r"Out of memory error on GPU (?P<gpu>\d{1,6})\.\s{0,4}Cannot allocate (?P<requested>" + SIZE + r") memory on GPU \d{1,20},\s{0,4}"
     r"(?P<allocated>" + SIZE + r") memory has been allocated and available memory is only (?P<free>" + SIZE + r")"
 )
 # TensorFlow's BFC allocator warns with the same words when it only lost some speed: not a failure.
