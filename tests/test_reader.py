@@ -47,3 +47,26 @@ def test_a_shell_kill_notice_at_the_end_of_a_long_log_is_read(tmp_path):
     log.write_text("$ python train.py\n" + filler + "[1]    16261 killed     python train.py\n")
     events = parse_files([str(log)]).events
     assert [(e.kind, e.line) for e in events] == [("host_oom", 20002)]
+
+
+def test_dense_memory_lines_are_thinned_over_the_whole_run_and_the_failure_keeps_its_context(tmp_path):
+    # a memory line every step for 80,000 steps (~4 MiB): the first ones are all read, later ones one per stride
+    # growing with the offset, and the last ones before the OOM come with the failure's own back window
+    steps = 80_000
+    body = "".join(f"step {s} torch.cuda.memory_allocated()={40 + s / 10_000:.2f}GB\n" for s in range(1, steps + 1))
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 11.06 MiB is free. Including non-PyTorch memory, this process has 79.12 GiB memory in "
+           "use. Of the allocated memory 77.90 GiB is allocated by PyTorch, and 194.87 MiB is reserved by PyTorch "
+           "but unallocated.\n")
+    log = tmp_path / "dense.log"
+    log.write_text(body + oom)
+    kept = sum(len(r.text) for r in reader.scan(str(log)))
+    assert log.stat().st_size > 8 * reader.SAMPLE_DENSE_BYTES
+    assert kept < 3 * reader.SAMPLE_DENSE_BYTES
+    result = parse_files([str(log)])
+    (event,) = result.events
+    assert event.line == steps + 1 and event.step == steps
+    seen = [s.step for s in result.runs[0].memory]
+    assert seen[0] == 1 and seen[-1] == steps
+    middle = [s for s in seen if steps // 4 < s < 3 * steps // 4]
+    assert 10 <= len(middle) < 2_000  # the middle of the run is sampled, not dropped and not kept whole

@@ -31,6 +31,13 @@ HEAD_BYTES = 256 * 1024  # configuration dumps live at the top of a log
 BACK_BYTES = 96 * 1024  # enough for a deep traceback of a few interleaved ranks and the bar above it
 FORWARD_BYTES = 24 * 1024  # the rest of a wrapped message, the repeated traceback line, Root Cause blocks
 SAMPLE_BACK_BYTES = 2 * 1024  # per-step memory lines only need the step printed just before them
+# Per-step memory lines can be on every line of a long run: past SAMPLE_DENSE_BYTES of their windows, a sample
+# window is kept only once per stride that grows with the offset (SAMPLES_PER_DOUBLING per doubling of the log),
+# so a 512 MiB log keeps a few thousand spread over the run; the failure's own back window keeps the last ones.
+SAMPLE_DENSE_BYTES = 256 * 1024
+SAMPLES_PER_DOUBLING = 128
+THINNED_SAMPLE_BACK_BYTES = 512  # a kept sample past the dense part: its line and the few just above it
+SAMPLE_MIN_STRIDE = 4 * 1024
 MAX_SEGMENT_BYTES = 16 * 1024 * 1024  # a "line" with neither \n nor \r this long is not a text log
 # A physical line of \r redraws (a progress bar that never printed \n) can be many MiB: a window reaches at
 # most this far into it, cut at a \r, instead of keeping the whole line.
@@ -234,6 +241,9 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
     emitted_to = 0  # absolute offset up to which regions were already emitted
     buf_abs = 0  # absolute offset of buf[0]
     pending: list[int] = []  # absolute offsets of hits waiting for forward context
+    sample_bytes = 0  # bytes of per-step memory windows emitted so far
+    next_sample = 0  # absolute offset before which a memory line is skipped once they are dense
+    sample_end = 0  # absolute end of the last memory line's window
     chunk = first
     head_done = False
     while True:
@@ -253,7 +263,12 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
                                      where=f"{name}:{line}", tip="this does not look like a text training log")
                 end = max(end, cr + 1)
         hits = list(pending)
-        hits += [buf_abs + p for p in _FINDER.positions(view, max(0, searched), end)]
+        if sample_bytes < SAMPLE_DENSE_BYTES:
+            hits += [buf_abs + p for p in _FINDER.positions(view, max(0, searched), end)]
+            failures = _FAILURE_FINDER.positions(view, 0, end) if hits else []  # one pass, not one test per hit
+        else:  # memory lines are dense: only the failures' lines and one memory line per stride are looked at
+            failures = _FAILURE_FINDER.positions(view, 0, end)
+            hits += _sparse_hits(data, failures, max(0, searched), end, buf_abs, next_sample)
         windows: list[tuple[int, int]] = []
         if not head_done:
             windows.append((0, min(end, HEAD_BYTES)))
@@ -262,14 +277,26 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
             tail = max(0, end - TAIL_BYTES)
             windows.append((_line_start(data, tail) if tail else 0, end))
         pending = []
-        failures = _FAILURE_FINDER.positions(view, 0, end) if hits else []  # one pass, not one test per hit
-        for h in hits:
+        i = 0
+        while i < len(hits):
+            h = hits[i]
+            i += 1
             rel = h - buf_abs
             ls = _line_start(data, rel)
             le = _line_end(data, rel, end)
             k = bisect_left(failures, ls)
             wide = k < len(failures) and failures[k] < le
             back, fwd = (BACK_BYTES, FORWARD_BYTES) if wide else (SAMPLE_BACK_BYTES, 0)
+            if not wide and sample_bytes >= SAMPLE_DENSE_BYTES:
+                if buf_abs + ls < next_sample:  # skip to the next kept sample or the next failure's line
+                    upto = next_sample if k == len(failures) else min(next_sample, buf_abs + _line_start(data, failures[k]))
+                    i = max(i, bisect_left(hits, upto, i))
+                    continue
+                next_sample = buf_abs + ls + _sample_stride(buf_abs + ls)
+                back = THINNED_SAMPLE_BACK_BYTES
+            if not wide:  # the bytes this window adds beyond the previous memory line's
+                sample_bytes += max(0, buf_abs + le - max(buf_abs + ls - back, sample_end))
+                sample_end = buf_abs + le
             if le + fwd > end and not eof:
                 pending.append(h)
                 continue
@@ -299,6 +326,29 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
         buf_abs += keep
         searched = end - keep
         chunk = nxt
+
+
+def _sample_stride(offset: int) -> int:
+    """The distance to the next kept memory line once they are dense: SAMPLES_PER_DOUBLING per doubling."""
+    return max(SAMPLE_MIN_STRIDE, offset // SAMPLES_PER_DOUBLING)
+
+
+def _sparse_hits(data: bytes, failures: list[int], start: int, end: int, base: int, next_sample: int) -> list[int]:
+    """Anchor hits (absolute, sorted) in data[start:end] on the failures' lines, and the first hit at or after
+    each stride from next_sample: the hits the dense-sample policy would keep, without listing every one."""
+    out: list[int] = []
+    for f in failures:
+        if f >= start:
+            out += [base + p for p in _FINDER.positions(data, _line_start(data, f), _line_end(data, f, end))]
+    pos = max(start, next_sample - base)
+    while pos < end:
+        probe = _FINDER.positions(data, pos, min(end, pos + SAMPLE_MIN_STRIDE))
+        if not probe:
+            pos += SAMPLE_MIN_STRIDE
+            continue
+        out.append(base + probe[0])
+        pos = probe[0] + _sample_stride(base + probe[0])
+    return sorted(set(out))
 
 
 def _line_start(data: bytes, pos: int) -> int:
