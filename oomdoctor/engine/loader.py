@@ -12,7 +12,8 @@ import yaml
 from pydantic import ValidationError
 
 from oomdoctor.diagnosis import CATEGORIES
-from oomdoctor.engine import templates
+from oomdoctor.engine import cache, templates
+from oomdoctor.engine.cache import rule_files
 from oomdoctor.engine.schema import Rule, suggest
 from oomdoctor.facts import FACTS
 
@@ -186,11 +187,6 @@ def load_file(path: Path, check_fixtures: bool = False) -> tuple[Rule | None, li
     return rule, _file_errors(rule, path, node, check_fixtures)
 
 
-def rule_files(directory: Path) -> list[Path]:
-    """Rule files under a directory, sorted."""
-    return sorted(p for p in directory.rglob("*.yaml") if p.is_file())
-
-
 def load_dir(directory: Path, check_fixtures: bool = False) -> tuple[dict[str, LoadedRule], list[RuleError]]:
     """Load every rule under `directory`; duplicate ids inside one pack are errors."""
     if not directory.is_dir():
@@ -212,6 +208,13 @@ def load_rules(rule_dirs: Sequence[Path] = (), *, include_default: bool = True,
                check_fixtures: bool = False) -> dict[str, LoadedRule]:
     """The registry id -> rule: the repo's rules, then each user pack overriding by id. Raises RuleLoadError."""
     dirs = ([DEFAULT_RULES_DIR] if include_default else []) + [Path(d) for d in rule_dirs]
+    key = None if check_fixtures else cache.catalog_key(dirs)
+    cached = cache.load(key)
+    if cached is not None:
+        try:
+            return {i: LoadedRule(Rule.model_validate(doc), Path(path)) for i, doc, path in cached}
+        except ValidationError:
+            pass  # written by another build of the same version: load from the files
     registry: dict[str, LoadedRule] = {}
     errors: list[RuleError] = []
     for directory in dirs:
@@ -220,4 +223,5 @@ def load_rules(rule_dirs: Sequence[Path] = (), *, include_default: bool = True,
         registry.update(rules)
     if errors:
         raise RuleLoadError(errors)
+    cache.store(key, [(i, r.rule.model_dump(mode="json"), str(r.path)) for i, r in registry.items()])
     return registry

@@ -3,7 +3,8 @@
 One pass over the bytes: a multi-literal prefilter (Aho-Corasick, SIMD in ahocorasick-rs) finds the few
 lines that can carry an OOM or a per-step memory figure; each hit gets a window of context around it
 (back for the traceback, the progress bar and the evaluation banner; forward for wrapped or repeated
-messages). The head of each file is always kept: that is where configurations are printed. Memory stays
+messages). Memory lines that come on every step are thinned past the first SAMPLE_DENSE_BYTES (one per
+growing stride). The head of each file is always kept: that is where configurations are printed. Memory stays
 bounded by the chunk size plus the windows, whatever the file size.
 """
 

@@ -1,0 +1,85 @@
+"""The validated rule catalog cached on disk as JSON, keyed by the rule files' content: start-up skips YAML and checks."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from oomdoctor import __version__
+
+CACHE_ENV = "OOMDOCTOR_CACHE_DIR"  # a folder, or "off" to read and write no cache
+CACHE_FORMAT = 1  # bump when the cached document changes shape
+
+
+def rule_files(directory: Path) -> list[Path]:
+    """Rule files under a directory, sorted."""
+    return sorted(p for p in directory.rglob("*.yaml") if p.is_file())
+
+
+def cache_dir() -> Path | None:
+    """$OOMDOCTOR_CACHE_DIR, else $XDG_CACHE_HOME/oomdoctor, else ~/.cache/oomdoctor; None when switched off."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "0", "no") else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "oomdoctor"
+
+
+def catalog_key(dirs: Sequence[Path]) -> str | None:
+    """sha256 of the version, the Python and every rule file's path and bytes; None if a folder cannot be read."""
+    h = hashlib.sha256(f"{CACHE_FORMAT}\0{__version__}\0{sys.version}".encode())
+    try:
+        for d in dirs:
+            if not d.is_dir():
+                return None
+            h.update(f"\0dir\0{d.resolve()}".encode())
+            for p in rule_files(d):
+                data = p.read_bytes()
+                h.update(f"\0{p.resolve()}\0{len(data)}\0".encode() + data)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def _path(key: str) -> Path | None:
+    folder = cache_dir()
+    return folder / f"rules-{key[:32]}.json" if folder else None
+
+
+def load(key: str | None) -> list[tuple[str, Any, str]] | None:
+    """The cached (id, rule document, path) triples for this key, or None (missing, unreadable or damaged)."""
+    path = _path(key) if key else None
+    if path is None:
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("key") != key:
+            return None
+        return [(str(i), rule, str(p)) for i, rule, p in doc["rules"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store(key: str | None, rules: list[tuple[str, Any, str]]) -> None:
+    """Write the catalog for this key atomically; a cache that cannot be written is skipped without a word."""
+    path = _path(key) if key else None
+    if path is None:
+        return
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rules-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"key": key, "rules": rules}, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -1,0 +1,69 @@
+"""The rule catalog cache: the same registry as loading the files, keyed by their content, never trusted blindly."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from oomdoctor.engine import cache
+from oomdoctor.engine.loader import DEFAULT_RULES_DIR, load_rules
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(cache.CACHE_ENV, str(folder))
+    return folder
+
+
+def _same(a, b):
+    assert list(a) == list(b)
+    for k in a:
+        assert a[k].rule == b[k].rule and a[k].path == b[k].path
+
+
+def test_a_second_load_comes_from_the_cache_and_equals_the_files(cache_dir, monkeypatch):
+    first = load_rules()
+    (written,) = cache_dir.glob("rules-*.json")
+    monkeypatch.setattr("oomdoctor.engine.loader.load_dir", lambda *a, **k: pytest.fail("read the YAML files"))
+    _same(load_rules(), first)
+    assert written.exists()
+
+
+def test_editing_a_rule_file_changes_the_key(cache_dir, tmp_path):
+    pack = tmp_path / "pack"
+    shutil.copytree(DEFAULT_RULES_DIR / "capacity", pack)
+    assert load_rules([pack])["capacity-exhausted"].rule.confidence == 0.5
+    rule_file = pack / "capacity-exhausted.yaml"
+    rule_file.write_text(rule_file.read_text().replace("confidence: 0.5\n", "confidence: 0.11\n"))
+    assert load_rules([pack])["capacity-exhausted"].rule.confidence == 0.11
+    assert len(list(cache_dir.glob("rules-*.json"))) == 2  # the pack before and after the edit
+
+
+def test_a_damaged_or_foreign_cache_file_is_ignored(cache_dir):
+    good = load_rules()
+    (written,) = cache_dir.glob("rules-*.json")
+    for junk in ("{", '{"key": "other", "rules": []}', '{"key": null}', "[]"):
+        written.write_text(junk)
+        _same(load_rules(), good)
+
+
+def test_an_unwritable_cache_or_off_still_loads(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv(cache.CACHE_ENV, str(blocker / "sub"))  # a folder that cannot be created
+    assert load_rules()
+    monkeypatch.setenv(cache.CACHE_ENV, "off")
+    assert cache.cache_dir() is None and load_rules()
+
+
+def test_errors_are_never_cached(cache_dir, tmp_path):
+    from oomdoctor.engine.loader import RuleLoadError
+
+    pack = tmp_path / "bad"
+    pack.mkdir()
+    (pack / "x.yaml").write_text("id: [\n")
+    for _ in range(2):
+        with pytest.raises(RuleLoadError):
+            load_rules([pack])
