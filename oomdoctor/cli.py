@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 import warnings
 from enum import Enum
 from pathlib import Path
@@ -76,6 +77,37 @@ def _write(text: str, output: Path | None) -> None:
     typer.echo(f"report written to {output}", err=True)
 
 
+PROGRESS_AFTER_SECONDS = 0.5  # a log read faster than this shows no progress line at all
+PROGRESS_EVERY_SECONDS = 0.2
+
+
+class _ProgressLine:
+    """A one-line reading progress on stderr for long logs (terminal only): bytes read, failure lines found."""
+
+    def __init__(self) -> None:
+        from oomdoctor.report.text import clean
+
+        self.clean = clean  # a file name may hold escape sequences
+        self.start = time.monotonic()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, name: str, read_bytes: int, total: int | None, failures: int) -> None:
+        now = time.monotonic()
+        if now - self.start < PROGRESS_AFTER_SECONDS or now - self.last < PROGRESS_EVERY_SECONDS:
+            return
+        self.last, self.shown = now, True
+        done = f"{read_bytes / 2**20:,.0f}" + (f"/{total / 2**20:,.0f} MiB" if total else " MiB")
+        line = f"reading {self.clean(name)[-40:]}: {done}, {failures} failure line{'s' * (failures != 1)}"
+        sys.stderr.write("\r" + line[: shutil.get_terminal_size((80, 24)).columns - 1] + "\x1b[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
 @app.command()
 def diagnose(
     logs: list[str] = typer.Argument(..., metavar="LOG...", help="training logs (.gz ok); - reads standard input"),
@@ -94,9 +126,14 @@ def diagnose(
     try:
         check_output(output, logs)
         registry = None if no_rules else _load_rules(rules)
+        progress = _ProgressLine() if sys.stderr.isatty() else None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            facts = parse_files(logs)
+            try:
+                facts = parse_files(logs, progress)
+            finally:
+                if progress is not None:
+                    progress.close()
         for w in caught:  # undecodable bytes and the like: said once per file, the work goes on
             typer.echo(f"oomdoctor: warning: {w.message}", err=True)
         diagnoses: tuple = ()

@@ -70,3 +70,30 @@ def test_dense_memory_lines_are_thinned_over_the_whole_run_and_the_failure_keeps
     assert seen[0] == 1 and seen[-1] == steps
     middle = [s for s in seen if steps // 4 < s < 3 * steps // 4]
     assert 10 <= len(middle) < 2_000  # the middle of the run is sampled, not dropped and not kept whole
+
+
+def test_progress_is_told_bytes_read_and_failure_lines_after_every_chunk(tmp_path):
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 9.00 GiB\n"
+    log = tmp_path / "long.log"
+    log.write_text(("loss 0.5\n" * 300_000 + oom) * 3)
+    calls = []
+    parse_files([str(log)], progress=lambda name, done, total, fails: calls.append((name, done, total, fails)))
+    assert len(calls) >= 3 and all(c[2] == log.stat().st_size for c in calls)
+    assert [c[1] for c in calls] == sorted(c[1] for c in calls) and calls[-1][1] == log.stat().st_size
+    assert calls[-1][3] == 3
+
+
+def test_the_progress_line_shows_only_for_slow_reads_and_is_cleared(capsys, monkeypatch):
+    from oomdoctor import cli
+
+    line = cli._ProgressLine()
+    line("train.log", 2**20, 2**30, 0)  # within the first half second: nothing
+    line.close()
+    assert capsys.readouterr().err == ""
+    line = cli._ProgressLine()
+    line.start -= 10
+    line("train\x1b[31m.log", 300 * 2**20, 2**30, 1)
+    line.close()
+    err = capsys.readouterr().err
+    assert "reading train.log: 300/1,024 MiB, 1 failure line" in err and "\x1b[31m" not in err
+    assert err.endswith("\r\x1b[K")

@@ -29,7 +29,7 @@ from oomdoctor.parse.model import (
     Value,
 )
 from oomdoctor.parse.normalize import Line, normalize_region
-from oomdoctor.parse.reader import LimitWarning, Region, check_path, scan
+from oomdoctor.parse.reader import LimitWarning, ProgressFn, Region, check_path, scan
 from oomdoctor.parse.record import is_record_file
 from oomdoctor.parse.record import read as read_record
 from oomdoctor.parse.record import to_event as record_event
@@ -549,7 +549,7 @@ def parse_text(text: str, source: str = "<text>") -> ParseResult:
     return parse_regions([Region(source, 1, text)])
 
 
-def parse_files(paths: Sequence[str]) -> ParseResult:
+def parse_files(paths: Sequence[str], progress: ProgressFn | None = None) -> ParseResult:
     """The parse result from log files (`-` is standard input; .gz is read compressed), streamed with bounded memory,
     from PyTorch memory snapshot pickles (read with an unpickler that refuses every global), and from the
     post-mortem records `oomdoctor.capture` writes."""
@@ -558,7 +558,7 @@ def parse_files(paths: Sequence[str]) -> ParseResult:
     snapshots = [p for p in paths if is_snapshot_file(p)]
     records = [p for p in paths if p not in snapshots and is_record_file(p)]
     logs = [p for p in paths if p not in snapshots and p not in records]
-    result = parse_regions(region for p in logs for region in scan(p))  # streamed: regions are never all held
+    result = parse_regions(region for p in logs for region in scan(p, progress))  # streamed: never all held
     if not snapshots and not records:
         return result
     events = list(result.events)

@@ -19,7 +19,7 @@ import sys
 import warnings
 import zlib
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -218,18 +218,26 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def scan(path: str) -> Iterator[Region]:
+# Told after every chunk: (source name, bytes read, total bytes or None for stdin/gzip, failure lines found).
+ProgressFn = Callable[[str, int, "int | None", int], None]
+
+
+def scan(path: str, progress: ProgressFn | None = None) -> Iterator[Region]:
     """Yield the regions of one source worth parsing, in order, never overlapping."""
     name = display_name(path)
     stream = _open(path)
+    total = None
+    if progress is not None and path != "-" and not isinstance(stream, gzip.GzipFile):
+        total = os.fstat(stream.fileno()).st_size
     try:
-        yield from _scan_stream(stream, name)
+        yield from _scan_stream(stream, name, progress, total)
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
 
 
-def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
+def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None,
+                 total: int | None = None) -> Iterator[Region]:
     first = _read(stream, name, CHUNK_BYTES)
     if not first:
         raise InputError("empty file", where=name, tip="pass the log of the failed run")
@@ -247,8 +255,10 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
     sample_end = 0  # absolute end of the last memory line's window
     chunk = first
     head_done = False
+    read_bytes, failure_lines, failure_end = len(first), 0, 0
     while True:
         nxt = _read(stream, name, CHUNK_BYTES) if chunk else b""
+        read_bytes += len(nxt)
         eof = not nxt
         data = buf + chunk
         view = memoryview(data)
@@ -288,6 +298,8 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
             k = bisect_left(failures, ls)
             wide = k < len(failures) and failures[k] < le
             back, fwd = (BACK_BYTES, FORWARD_BYTES) if wide else (SAMPLE_BACK_BYTES, 0)
+            if wide and buf_abs + ls >= failure_end:  # one count per failure line, however many anchors on it
+                failure_lines, failure_end = failure_lines + 1, buf_abs + le
             if not wide and sample_bytes >= SAMPLE_DENSE_BYTES:
                 if buf_abs + ls < next_sample:  # skip to the next kept sample or the next failure's line
                     upto = next_sample if k == len(failures) else min(next_sample, buf_abs + _line_start(data, failures[k]))
@@ -315,6 +327,8 @@ def _scan_stream(stream: BinaryIO, name: str) -> Iterator[Region]:
             text = decode(data[ws:we])
             yield Region(name, line, text)
             emitted_to = buf_abs + we
+        if progress is not None:
+            progress(name, read_bytes, total, failure_lines)
         if eof:
             return
         # Keep the back context, and everything from the earliest window still waiting.
