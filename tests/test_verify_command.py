@@ -306,3 +306,46 @@ def test_max_batch_predicts_from_two_probes_and_confirms(tmp_path, monkeypatch):
         v = runner.fixmod.Variant({**runner.base_variant(res).params, "batch": batch}, "")
         r = run_sim(runner.spec_for(res, "sim", v))
         assert (not r["oom"] and r["peak_reserved_bytes"] <= limit) is fits_expected, batch
+
+
+@needs_torch
+def test_allocator_only_fixes_replay_the_baseline_trace_with_the_same_result(tmp_path, monkeypatch):
+    # expandable segments / max split size change only the allocator: on the simulator they are the baseline's
+    # storage trace replayed, and must equal what re-running the model under those settings gives
+    cfg = write(tmp_path, f"""
+        workload:
+          model: transformer
+          params: {TINY}
+        device: sim
+        memory: {{limit: 300MiB, non_pytorch: 0}}
+        fixes: [expandable-segments, max-split-size, halve-batch]
+        """)
+    res = config.load(cfg)
+    started = []
+    real = runner.run_trial
+    monkeypatch.setattr(runner, "run_trial", lambda spec, timeout: started.append(spec["alloc_conf"]) or real(spec, timeout))
+    rows = runner.run_all(res, "sim", jobs=1)
+    assert len(started) == 2  # the baseline and halve-batch ran the model; the allocator fixes did not
+    assert [r["fix"] for r in rows] == ["baseline", "expandable-segments", "max-split-size", "halve-batch"]
+    assert rows[1].get("from_baseline_trace") and rows[2].get("from_baseline_trace")
+    assert "_trace" not in rows[0]
+    monkeypatch.setattr(runner, "allocator_only", lambda v, base: False)  # re-run everything
+    again = runner.run_all(res, "sim", jobs=1)
+    for reused, rerun in zip(rows[1:3], again[1:3]):
+        for key in ("oom", "peak_allocated_bytes", "peak_reserved_bytes", "headroom_bytes", "fits",
+                    "unlimited_peak_allocated_bytes", "flops", "message"):
+            assert reused.get(key) == rerun.get(key), key
+
+
+def test_a_damaged_trace_file_is_not_read(tmp_path):
+    from oomdoctor.verify.trial import read_trace, write_trace
+
+    path = tmp_path / "t.bin"
+    write_trace(str(path), [("a", 1, 512), ("f", 1, 512)])
+    assert read_trace(path, 1024) == [("a", 1, 512), ("f", 1, 512)]
+    assert read_trace(path, 16) is None  # over the size bound
+    path.write_bytes(path.read_bytes()[:-3])
+    assert read_trace(path, 1024) is None
+    path.write_bytes((7).to_bytes(8, "little") * 3)
+    assert read_trace(path, 1024) is None
+    assert read_trace(tmp_path / "missing.bin", 1024) is None

@@ -29,7 +29,7 @@ from oomdoctor.units import GIB, KIB, MIB, format_bytes, parse_size
 from oomdoctor.verify import fixes as fixmod
 from oomdoctor.verify.config import Resolved
 from oomdoctor.verify.params import HFParams, TransformerParams
-from oomdoctor.verify.trial import HOST_MEMORY_TEXT
+from oomdoctor.verify.trial import HOST_MEMORY_TEXT, read_trace, replay_result
 
 try:
     import resource
@@ -316,9 +316,16 @@ def run_trial(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         limit = trial_memory_limit(spec.get("device", "sim"))
         with tempfile.TemporaryDirectory(prefix="oomdoctor-trial-") as tmp:
             path = Path(tmp) / "result.json"  # in a fresh private folder: the step cannot guess it
-            run = run_sandboxed([sys.executable, "-m", TRIAL_MODULE], json.dumps({**spec, "result_path": str(path)}),
+            extra = {"result_path": str(path)}
+            if spec.pop("want_trace", False):
+                extra["trace_path"] = str(Path(tmp) / "trace.bin")
+            run = run_sandboxed([sys.executable, "-m", TRIAL_MODULE], json.dumps({**spec, **extra}),
                                 timeout, limit, _trial_env(spec))
             result = _read_result(path)
+            if "trace_path" in extra and isinstance(result, dict) and not result.get("error"):
+                trace = read_trace(extra["trace_path"], TRACE_MAX_BYTES)
+                if trace is not None:
+                    result["_trace"] = trace
     except TrialCancelled:
         return {"error": "cancelled (interrupted)"}
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
@@ -409,6 +416,23 @@ def _run_pool(runnable: list[tuple[int, dict[str, Any]]], workers: int, timeout:
     return results
 
 
+TRACE_MAX_BYTES = 512 * MIB  # a baseline's storage trace the parent reads back (24 bytes per event)
+
+
+def allocator_only(variant: fixmod.Variant | None, base: fixmod.Variant) -> bool:
+    """The fix changes only the allocator settings: the model runs the same, only the allocator model differs."""
+    return variant is not None and variant.params == base.params and variant.alloc_conf != base.alloc_conf
+
+
+def _from_trace(trace: list[tuple[str, int, int]], spec: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """An allocator-only fix's sim result: the baseline's storage trace replayed under the fix's allocator settings."""
+    start = time.perf_counter()
+    result = replay_result(trace, spec, start, 0.0, baseline.get("unlimited_peak_allocated_bytes") or 0,
+                           baseline.get("flops") or 0)
+    result["from_baseline_trace"] = True
+    return result
+
+
 def run_all(res: Resolved, device: str, jobs: int | None = None,
             progress: Callable[[str, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Baseline first, then one trial per fix, in config order; `progress(fix, result)` as each one finishes."""
@@ -419,10 +443,35 @@ def run_all(res: Resolved, device: str, jobs: int | None = None,
             planned.append((fix, fixmod.apply(fix, base, res.config.phase), None))
         except fixmod.NotApplicable as exc:
             planned.append((fix, None, str(exc)))
-    runnable = [(i, spec_for(res, device, v)) for i, (_, v, _) in enumerate(planned) if v is not None]
+    specs = {i: spec_for(res, device, v) for i, (_, v, _) in enumerate(planned) if v is not None}
+    # On the simulator a fix that only changes allocator settings is the baseline's trace replayed: no model run.
+    reuse = [i for i, (_, v, _) in enumerate(planned) if i and device == "sim" and allocator_only(v, base)]
+    if reuse:
+        specs[0]["want_trace"] = True
     workers = 1 if device == "cuda" else (jobs or max(1, min(4, os.cpu_count() or 1)))
-    results = _run_pool(runnable, workers, res.config.timeout,
-                        lambda i, result: progress(planned[i][0], result) if progress is not None else None)
+    reused: dict[int, dict[str, Any]] = {}
+
+    def done(i: int, result: dict[str, Any]) -> None:
+        trace = result.pop("_trace", None) if i == 0 else None
+        if progress is not None:
+            progress(planned[i][0], result)
+        if trace is None:
+            return
+        for j in reuse:
+            reused[j] = _from_trace(trace, specs[j], result)
+            if progress is not None:
+                progress(planned[j][0], reused[j])
+
+    runnable = [(i, spec) for i, spec in specs.items() if i not in reuse]
+    results: dict[int, dict[str, Any]] = {}
+    try:
+        results.update(_run_pool(runnable, workers, res.config.timeout, done))
+        results.update(reused)
+        rerun = [(j, specs[j]) for j in reuse if j not in results]  # the baseline left no trace: run them after all
+        if rerun:
+            results.update(_run_pool(rerun, workers, res.config.timeout, done))
+    except Interrupted as exc:  # counted over every trial, not only this pool's
+        raise Interrupted(len(set(results) | set(reused)) + exc.finished, len(specs), exc.reason) from None
     rows = []
     for i, (fix, variant, reason) in enumerate(planned):
         if variant is None:

@@ -1,7 +1,8 @@
 """One trial in its own process: `python -m oomdoctor.verify.trial` reads a JSON spec on stdin, writes JSON out.
 
 Spec keys: device ("sim" | "cuda"), phase, steps, workload {"kind": "transformer" | "hf" | "entry", "entry", "params"},
-capacity_bytes, total_bytes, non_pytorch_bytes, alloc_conf, result_path. The result goes to `result_path`, a file
+capacity_bytes, total_bytes, non_pytorch_bytes, alloc_conf, result_path, trace_path (sim: where to write the
+storage trace for the parent to replay allocator-only fixes). The result goes to `result_path`, a file
 in a private folder the parent made, never to stdout: the step prints there freely and cannot forge a result by
 printing. Without `result_path` (a trial run by hand) the result is printed as the last line of stdout.
 For cuda the parent sets PYTORCH_CUDA_ALLOC_CONF in the environment before this process imports torch.
@@ -67,7 +68,6 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from oomdoctor.verify import simgpu
-    from oomdoctor.verify.allocator import AllocConf, replay
 
     device = simgpu.setup()
     _no_device_moves(torch)
@@ -81,7 +81,18 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
             step()
         del step
     run_s = time.perf_counter() - start
-    result = replay(tracker.trace, spec["capacity_bytes"], AllocConf.parse(spec.get("alloc_conf")),
+    if spec.get("trace_path"):  # the parent replays allocator-only fixes from it instead of re-running the model
+        write_trace(spec["trace_path"], tracker.trace)
+    return replay_result(tracker.trace, spec, start, run_s, tracker.peak, tracker.flops)
+
+
+def replay_result(trace: list[tuple[str, int, int]], spec: dict[str, Any], start: float, run_s: float,
+                  unlimited_peak: int, flops: int) -> dict[str, Any]:
+    """A sim trial's result: the storage trace replayed through the allocator model under the spec's limit and
+    settings (also what the parent does for a fix that changes only the allocator settings)."""
+    from oomdoctor.verify.allocator import AllocConf, replay
+
+    result = replay(trace, spec["capacity_bytes"], AllocConf.parse(spec.get("alloc_conf")),
                     spec.get("non_pytorch_bytes", 0), spec.get("total_bytes"))
     return {
         "oom": result.oom,
@@ -91,12 +102,51 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - start, 3),
         "replay_seconds": round(run_s, 3),
         "message": result.message,
-        "unlimited_peak_allocated_bytes": tracker.peak,
-        "flops": tracker.flops,
+        "unlimited_peak_allocated_bytes": unlimited_peak,
+        "flops": flops,
         "alloc_retries": result.num_alloc_retries,
-        "events": len(tracker.trace),
+        "events": len(trace),
         "parsed": _parse_message(result.message) if result.message else None,
     }
+
+
+TRACE_KINDS = {"a": 0, "f": 1}
+
+
+def write_trace(path: str, trace: list[tuple[str, int, int]]) -> None:
+    """The storage trace as int64 triples (kind 0=alloc 1=free, storage id, bytes), written whole or not at all."""
+    from array import array
+
+    flat = array("q")
+    for kind, sid, nbytes in trace:
+        flat.extend((TRACE_KINDS[kind], sid, nbytes))
+    part = path + ".part"
+    with open(part, "wb") as f:
+        flat.tofile(f)
+    os.replace(part, path)
+
+
+def read_trace(path: str | Path, max_bytes: int) -> list[tuple[str, int, int]] | None:
+    """The trace write_trace wrote, or None when it is missing, too large or malformed."""
+    from array import array
+
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes or size % 24:
+            return None
+        flat = array("q")
+        with open(path, "rb") as f:
+            flat.fromfile(f, size // 8)
+    except (OSError, EOFError):
+        return None
+    kinds = ("a", "f")
+    out = []
+    for i in range(0, len(flat), 3):
+        k = flat[i]
+        if k not in (0, 1) or flat[i + 2] < 0:
+            return None
+        out.append((kinds[k], flat[i + 1], flat[i + 2]))
+    return out
 
 
 def _tensors_via_host(torch: Any) -> None:
