@@ -535,12 +535,24 @@ def parse_regions(regions: Iterable[Region]) -> ParseResult:
     events: list[OOMEvent] = []
     runs: list[RunContext] = []
     by_source: dict[str, _Kept] = {}
-    for region in regions:
-        by_source.setdefault(region.source, _Kept()).add(region)
-    for source, kept in by_source.items():
-        evs, run = parse_lines(kept.lines(source), source)
+    done: set[str] = set()
+
+    def finish(source: str) -> None:  # each source is parsed as soon as its last region came: its text is dropped
+        evs, run = parse_lines(by_source.pop(source).lines(source), source)
         events.extend(evs)
         runs.append(run)
+        done.add(source)
+
+    for region in regions:
+        if region.source not in by_source:
+            for earlier in list(by_source):
+                finish(earlier)
+            if region.source in done:
+                raise ValueError(f"regions of {region.source} arrived apart")  # a bug in the caller, not input
+            by_source[region.source] = _Kept()
+        by_source[region.source].add(region)
+    for source in list(by_source):
+        finish(source)
     return ParseResult(events=tuple(events), runs=tuple(runs))
 
 
@@ -557,7 +569,7 @@ def parse_files(paths: Sequence[str], progress: ProgressFn | None = None) -> Par
         check_path(p)
     snapshots = [p for p in paths if is_snapshot_file(p)]
     records = [p for p in paths if p not in snapshots and is_record_file(p)]
-    logs = [p for p in paths if p not in snapshots and p not in records]
+    logs = list(dict.fromkeys(p for p in paths if p not in snapshots and p not in records))  # a path named twice is read once
     result = parse_regions(region for p in logs for region in scan(p, progress))  # streamed: never all held
     if not snapshots and not records:
         return result
