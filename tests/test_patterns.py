@@ -72,6 +72,12 @@ EXAMPLES = [
     # fallbacks and the other libraries' wordings
     ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3725.29 GiB. GPU ", "cuda_oom", None,
      {"requested_bytes": b("3725.29", 3)}),  # cut at the device index
+    ("torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+     "Currently allocated     : 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\n"
+     "Free (according to CUDA): 7.12 MiB\nPyTorch limit (set by user-supplied memory fraction)\n"
+     "                        : 17179869184.00 GiB", "cuda_oom", None,  # the cudaMallocAsync backend, one per line
+     {"requested_bytes": 640 * MIB, "allocated_bytes": b("9.43", 3), "total_bytes": b("11.59", 3),
+      "free_bytes": b("7.12", 2), "gpu_index": 0, "allowed_bytes": None}),
     ("RuntimeError: MPS backend out of memory", "mps_oom", None, {}),
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
      "cuda_oom", "pre-1.0", {}),
@@ -208,3 +214,14 @@ def test_tensorflow_not_a_failure_warning_stays_silent_and_bfc_stats_give_the_bu
              "Limit:                     10711446324\nInUse:                      9663676416\n")
     (e,) = parse_text(fatal).events
     assert (e.requested_bytes, e.total_bytes, e.allocated_bytes) == (2348810240, 10711446324, 9663676416)
+
+
+def test_malloc_async_with_a_memory_fraction_and_cut_short():
+    capped = ("Allocation on device 1 would exceed allowed memory. (out of memory)\nCurrently allocated     : 19.50 GiB\n"
+              "Requested               : 1.00 GiB\nDevice limit            : 79.15 GiB\nFree (according to CUDA): 58.00 GiB\n"
+              "PyTorch limit (set by user-supplied memory fraction)\n                        : 20.00 GiB\n")
+    (e,) = parse_text(capped).events
+    assert e.gpu_index == 1 and e.allowed_bytes == 20 * 2**30 and e.free_bytes == 58 * 2**30
+    cut = "!!! Exception during processing !!! Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+    (e,) = parse_text(cut + "Currently allocated     : 23.\n").events
+    assert e.kind == "cuda_oom" and e.gpu_index == 0 and e.requested_bytes is None

@@ -49,6 +49,7 @@ _TRIGGERS = (
 )
 _COMPLETE = regex.compile(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \(.*pool"
+    r"|memory fraction\)\s{0,40}:\s{0,4}\d"  # cudaMallocAsync's last figure
 )
 _NEW_RECORD = regex.compile(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"

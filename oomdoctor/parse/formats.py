@@ -52,6 +52,18 @@ CACHING_ANY = regex.compile(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
     r"(?:\.? ?\(?GPU (?P<gpu>\d{1,6})(?!\d))?"
 )
+# PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
+# one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
+# 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
+# 7.12 MiB\nPyTorch limit (set by user-supplied memory fraction)\n                        : 17179869184.00 GiB" (unset).
+MALLOC_ASYNC = regex.compile(
+    r"Allocation on device (?P<gpu>\d{1,6})(?!\d) would exceed allowed memory\. \(out of memory\)"
+    r"(?:\s{0,4}Currently allocated\s{0,8}:\s{0,4}(?P<allocated>" + SIZE + r"))?"
+    r"(?:\s{0,4}Requested\s{0,20}:\s{0,4}(?P<requested>" + SIZE + r"))?"
+    r"(?:\s{0,4}Device limit\s{0,16}:\s{0,4}(?P<total>" + SIZE + r"))?"
+    r"(?:\s{0,4}Free \(according to CUDA\)\s{0,4}:\s{0,4}(?P<free>" + SIZE + r"))?"
+    r"(?:\s{0,4}PyTorch limit \(set by user-supplied memory fraction\)\s{0,40}:\s{0,4}(?P<limit>" + SIZE + r"))?"
+)
 # PaddlePaddle: "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate X memory on GPU 0,
 # Y memory has been allocated and available memory is only Z."
 PADDLE = regex.compile(

@@ -86,6 +86,19 @@ def _caching_common(m: Match) -> Figures:
     return f
 
 
+def _malloc_async(m: Match) -> Figures:
+    """The cudaMallocAsync backend: no cache of its own, so nothing reserved-but-unallocated; its "PyTorch limit" is
+    the memory fraction's cap (kept as allowed_bytes only when below the device: unset, it prints 17179869184.00 GiB)."""
+    f: Figures = {"gpu_index": int(m["gpu"])}
+    for key, group in (("requested_bytes", "requested"), ("allocated_bytes", "allocated"), ("total_bytes", "total"),
+                       ("free_bytes", "free")):
+        f[key] = _size(m, group)
+    limit = _size(m, "limit")
+    if limit is not None and f["total_bytes"] is not None and limit < f["total_bytes"]:
+        f["allowed_bytes"] = limit
+    return f
+
+
 def _caching_1_0(m: Match) -> Figures:
     """1.0-1.3 print "X cached": the reserved-but-unallocated part."""
     f = _caching_common(m)
@@ -181,6 +194,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m, text: "1.10-2.0" if "max_split_size_mb" in text else "1.4-2.0"),
     MessageFormat("CACHING_1_0", _OOM_WORDS, P.CACHING_1_0, _device_kind, _caching_1_0, "1.0-1.3"),
     MessageFormat("CACHING_ANY", _OOM_WORDS, P.CACHING_ANY, _device_kind, _caching_common, complete=False),
+    MessageFormat("MALLOC_ASYNC", ("would exceed allowed memory",), P.MALLOC_ASYNC, "cuda_oom", _malloc_async),
     MessageFormat("MPS", _OOM_WORDS, P.MPS, "mps_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "total_bytes": _size(m, "total"), "detail": {"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]}}),

@@ -98,7 +98,21 @@ class _Finder:
 
 
 _FINDER = _Finder(ANCHORS)
-_FAILURE_FINDER = _Finder(_FAILURE_MARKS)
+class _MarkFinder:
+    """Start offsets of the failure marks, sorted: one single-literal pass per mark. A lone literal is a memmem
+    scan (~0.04 ms/MiB); one automaton over all fifteen marks leaves the SIMD path and is ~3x slower in total."""
+
+    def __init__(self, marks: tuple[bytes, ...]) -> None:
+        self._passes = [_Finder((m,)) for m in marks]
+
+    def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
+        out: list[int] = []
+        for finder in self._passes:
+            out += finder.positions(data, start, end)
+        return sorted(out)
+
+
+_FAILURE_FINDER = _MarkFinder(_FAILURE_MARKS)
 
 
 def display_name(path: str) -> str:
