@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import re
+import stat
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -57,6 +58,19 @@ def _rules() -> Any:
     return _RULES
 
 
+def _not_regular(path: str) -> str | None:
+    """What a path is when it is not a regular file (a FIFO would block a reader forever); None for a file or a
+    path that cannot be stat'ed (the reader says why)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return ("a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+
+
 def scan_one(job: str | list[str]) -> dict[str, Any]:
     """One job's row (a file, or the files of one job grouped together): its status (oom, no_oom, error), the
     events, the first cause and fix, the GPU and stacks."""
@@ -66,6 +80,11 @@ def scan_one(job: str | list[str]) -> dict[str, Any]:
     row: dict[str, Any] = {"path": files[0] if len(files) == 1 else group_name(files)}
     if len(files) > 1:
         row["files"] = files
+    for f in files:  # an unattended scan must not block on a named pipe, a socket or a device in the folder
+        kind = _not_regular(f)
+        if kind:
+            which = f" {f}" if len(files) > 1 else ""
+            return {**row, "status": "error", "error": f"not a regular file{which} ({kind}); scan reads only files"}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -118,3 +118,15 @@ def test_ray_engine_gives_the_same_rows_as_the_local_scan(tmp_path):
     a, b = json.loads(local.stdout), json.loads(on_ray.stdout)
     assert sorted(a["jobs"], key=lambda r: r["path"]) == sorted(b["jobs"], key=lambda r: r["path"])
     assert a["summary"] == b["summary"]
+
+
+def test_a_named_pipe_in_the_folder_is_reported_not_waited_on(tmp_path):
+    import os
+
+    (tmp_path / "job.log").write_text("step 10 loss 0.5\n" + OOM)
+    os.mkfifo(tmp_path / "stream.log")  # nobody writes to it: opening it to read would block forever
+    r = run("scan", str(tmp_path), "--format", "jsonl")
+    rows = {json.loads(line)["path"].rsplit("/", 1)[-1]: json.loads(line) for line in r.stdout.decode().splitlines()}
+    assert rows["job.log"]["status"] == "oom"
+    assert rows["stream.log"]["status"] == "error" and "named pipe" in rows["stream.log"]["error"]
+    assert r.returncode == 2
