@@ -209,6 +209,7 @@ def _cuda_state(device: int, history: bool) -> dict[str, Any]:
         if history:
             out["top_allocations"] = [{"frame": g.frame, "bytes": g.bytes, "count": g.count}
                                       for g in dev.top_frames[:TOP_ALLOCATIONS]]
+            out["live_by_category"] = {c.category: c.bytes for c in dev.categories}
     out["other_processes"] = _nvml_processes(device)
     return out
 

@@ -120,6 +120,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "snapshot_largest_free_block_bytes": ("bytes", "largest free block in the failing device's cached segments"),
     "snapshot_inactive_bytes": ("bytes", "free blocks inside the failing device's cached segments, all together"),
     "snapshot_stranded_bytes": ("bytes", "free blocks in segments that also hold live blocks (cannot be released)"),
+    **{f"snapshot_{c}_fraction": ("float", f"share of the live bytes with a recorded stack that {c.replace('_', ' ')} held")
+       for c in ("parameters", "gradients", "optimizer_state", "activations", "kv_cache")},
     # from a torch.cuda.memory_summary() table printed beside the failure
     "summary_reserved_bytes": ("bytes", "reserved memory now, as the memory_summary table printed it"),
     "summary_non_releasable_bytes": ("bytes", "non-releasable memory now (free space in partly used segments)"),
@@ -397,6 +399,12 @@ def _snapshot(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence
     for name, key in (("snapshot_largest_free_block_bytes", "largest_free_block_bytes"),
                       ("snapshot_inactive_bytes", "inactive_bytes"), ("snapshot_stranded_bytes", "stranded_bytes")):
         out[name] = event.detail.get(key) if at_failure else None
+        ev[name] = (_event_line(event),)
+    by_cat = (event.detail.get("live_by_category") or {}) if at_failure else {}
+    live = sum(by_cat.values())
+    for cat in ("parameters", "gradients", "optimizer_state", "activations", "kv_cache"):
+        name = f"snapshot_{cat}_fraction"
+        out[name] = by_cat.get(cat, 0) / live if live else None
         ev[name] = (_event_line(event),)
 
 

@@ -150,3 +150,48 @@ def test_memory_summary_tables_of_both_unit_eras_are_read():
     assert (table["device"], table["ooms"], table["retries"]) == (1, 2, 9)
     assert table["allocated_bytes"] == 15046 * 2**20 and table["reserved_bytes"] == 20480 * 2**20
     assert table["non_releasable_bytes"] == 3277 * 2**20 and table["evidence"].line == 5
+
+
+def _frames(*pairs):
+    return [{"filename": f, "line": 1, "name": n} for f, n in pairs]
+
+
+SITE = "/env/lib/python3.11/site-packages"
+CATEGORY_STACKS = {  # innermost first, as PyTorch records them (C++ frames first, then Python)
+    "parameters": _frames(("??", "c10::cuda::malloc"), (f"{SITE}/torch/nn/modules/module.py", "convert"),
+                          (f"{SITE}/torch/nn/modules/module.py", "_apply"), ("train.py", "main")),
+    "gradients": _frames((f"{SITE}/torch/autograd/graph.py", "_engine_run_backward"),
+                         (f"{SITE}/torch/_tensor.py", "backward"), ("train.py", "train_step")),
+    "optimizer_state": _frames((f"{SITE}/torch/optim/adamw.py", "_init_group"), (f"{SITE}/torch/optim/adamw.py", "step"),
+                               ("train.py", "train_step")),
+    "activations": _frames((f"{SITE}/torch/nn/modules/linear.py", "forward"),
+                           (f"{SITE}/torch/nn/modules/module.py", "_call_impl"), ("train.py", "train_step")),
+    "kv_cache": _frames((f"{SITE}/vllm/worker/cache_engine.py", "_allocate_kv_cache"),
+                        (f"{SITE}/vllm/worker/cache_engine.py", "__init__")),
+    "other": _frames(("train.py", "make_buffers"), ("train.py", "main")),
+}
+
+
+def test_live_allocations_are_grouped_by_what_made_them(tmp_path):
+    from oomdoctor.facts import derive
+    from oomdoctor.parse import parse_files
+    from oomdoctor.report.text import live_memory_lines
+
+    mib = 2**20
+    sizes = {"parameters": 400, "gradients": 400, "optimizer_state": 800, "activations": 300, "kv_cache": 60, "other": 40}
+    blocks = [{"size": sizes[c] * mib, "state": "active_allocated", "frames": f} for c, f in CATEGORY_STACKS.items()]
+    blocks.append({"size": 100 * mib, "state": "active_allocated"})  # no stack recorded: not counted
+    blocks.append({"size": 10 * mib, "state": "inactive"})
+    seg = {"device": 0, "address": 0, "total_size": sum(b["size"] for b in blocks), "stream": 0, "blocks": blocks}
+    trace = [{"action": "oom", "addr": 0, "size": 64 * mib, "stream": 0, "device_free": 0}]
+    (dev,) = summarize({"segments": [seg], "device_traces": [trace]}).devices
+    assert {c.category: c.bytes // mib for c in dev.categories} == sizes
+    snap = tmp_path / "oom.pickle"
+    snap.write_bytes(pickle.dumps({"segments": [seg], "device_traces": [trace]}, protocol=4))
+    parsed = parse_files([str(snap)])
+    (event,) = parsed.events
+    facts = derive(parsed, 0).values
+    assert facts["snapshot_optimizer_state_fraction"] == pytest.approx(800 / 2000)
+    assert facts["snapshot_kv_cache_fraction"] == pytest.approx(60 / 2000)
+    lines = live_memory_lines(event)
+    assert lines[0].startswith("live by what made it (recorded stacks): optimizer state 800.00 MiB (40%)")

@@ -8,6 +8,7 @@ from typing import Any
 
 from oomdoctor.errors import InputError
 from oomdoctor.parse.model import Evidence, OOMEvent
+from oomdoctor.parse.snapshot import CATEGORIES
 
 FORMAT = "oomdoctor-record"
 VERSION = 1
@@ -89,6 +90,17 @@ def to_event(doc: dict[str, Any], source: str, message_event: OOMEvent | None) -
                       stranded_bytes=_int(segments.get("stranded_bytes")) or 0,
                       segments=_int(segments.get("count")) or 0,
                       top_frames=[[str(t.get("frame")), _int(t.get("bytes")) or 0]
-                                  for t in doc.get("top_allocations") or [] if isinstance(t, dict)][:10])
+                                  for t in doc.get("top_allocations") or [] if isinstance(t, dict)][:10],
+                      live_by_category=_categories(doc.get("live_by_category")))
     update["detail"] = detail
     return base.model_copy(update=update)
+
+
+def _categories(value: Any) -> dict[str, int]:
+    """The record's live bytes by category: known categories with a non-negative whole number only."""
+    out: dict[str, int] = {}
+    for key, raw in (value or {}).items() if isinstance(value, dict) else ():
+        n = _int(raw)
+        if key in CATEGORIES and n is not None and n >= 0:
+            out[key] = n
+    return out

@@ -52,6 +52,57 @@ class FrameGroup(Frozen):
     count: int
 
 
+# What made each live allocation, from its recorded stack (innermost Python frame that tells first):
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "kv_cache", "other")
+_PARAM_CALLS = frozenset({"_apply", "convert", "to", "cuda", "load_state_dict", "_load_from_state_dict",
+                          "register_parameter", "reset_parameters", "from_pretrained", "_load_pretrained_model",
+                          "load_checkpoint", "to_empty", "_materialize_meta_module", "create_weights",
+                          "load_weights", "_allocate_buffers_for_parameters"})
+_FORWARD_CALLS = frozenset({"forward", "_call_impl", "_wrapped_call_impl", "__call__"})
+
+
+def _python_frames(block: dict) -> list[tuple[str, str]]:
+    frames = block.get("frames") or []
+    if not frames and block.get("history"):
+        frames = (block["history"][-1] or {}).get("frames") or []
+    return [(str(fr.get("filename", "")).replace("\\", "/"), str(fr.get("name", ""))) for fr in frames
+            if str(fr.get("filename", "")).endswith(".py")]
+
+
+def category_of(block: dict) -> str | None:
+    """parameters / gradients / optimizer_state / activations / kv_cache / other, from the block's recorded Python
+    stack (None when none was recorded): a serving engine's cache, the optimizer's files, autograd's backward, module
+    moves and weight loading, forward calls."""
+    frames = _python_frames(block)
+    if not frames:
+        return None
+    for filename, name in frames:  # innermost first
+        if "kv_cache" in name.lower() or filename.endswith("/cache_engine.py"):
+            return "kv_cache"
+        if any(part in filename for part in ("/torch/optim/", "/optimizer/", "/optimizers/")) \
+                or (name == "step" and "optim" in filename):
+            return "optimizer_state"
+        if filename.endswith("/param_and_grad_buffer.py"):  # Megatron's flat parameter and gradient buffers
+            return "parameters"
+        if "/torch/autograd/" in filename or (filename.endswith("/torch/_tensor.py") and name == "backward"):
+            return "gradients"
+        if name in _PARAM_CALLS and ("/torch/nn/" in filename or name not in ("to", "cuda", "convert", "_apply")):
+            return "parameters"
+        if name == "__init__" and "/torch/nn/modules/" in filename:
+            return "parameters"
+        if name in _FORWARD_CALLS and ("/torch/nn/" in filename or name == "forward"):
+            return "activations"
+    return "other"
+
+
+class CategoryBytes(Frozen):
+    """Live allocations of one category."""
+
+    category: str
+    bytes: int
+    count: int
+
+
 class DeviceSummary(Frozen):
     """One device's allocator state in the snapshot."""
 
@@ -64,6 +115,7 @@ class DeviceSummary(Frozen):
     stranded_bytes: int  # free blocks inside segments that also hold live blocks (cannot be released)
     expandable_segments: bool | None = None
     top_frames: tuple[FrameGroup, ...] = ()
+    categories: tuple[CategoryBytes, ...] = ()  # live bytes by what made them, when stacks were recorded
 
 
 class SnapshotSummary(Frozen):
@@ -124,6 +176,7 @@ def _device_summary(device: int, segments: Iterable[dict]) -> DeviceSummary:
     reserved = allocated = inactive = largest = stranded = 0
     expandable: bool | None = None
     by_frame: dict[str, list[int]] = {}
+    by_category: dict[str, list[int]] = {}
     for seg in segs:
         reserved += int(seg.get("total_size", 0))
         if "is_expandable" in seg:
@@ -138,6 +191,11 @@ def _device_summary(device: int, segments: Iterable[dict]) -> DeviceSummary:
                 group = by_frame.setdefault(_frame_of(b), [0, 0])
                 group[0] += size
                 group[1] += 1
+                cat = category_of(b)
+                if cat is not None:
+                    tally = by_category.setdefault(cat, [0, 0])
+                    tally[0] += size
+                    tally[1] += 1
             elif state == "inactive":
                 inactive += size
                 largest = max(largest, size)
@@ -147,7 +205,9 @@ def _device_summary(device: int, segments: Iterable[dict]) -> DeviceSummary:
     return DeviceSummary(device=device, segments=len(segs), reserved_bytes=reserved, allocated_bytes=allocated,
                          inactive_bytes=inactive, largest_free_block_bytes=largest, stranded_bytes=stranded,
                          expandable_segments=expandable,
-                         top_frames=tuple(FrameGroup(frame=f, bytes=b, count=c) for f, (b, c) in top))
+                         top_frames=tuple(FrameGroup(frame=f, bytes=b, count=c) for f, (b, c) in top),
+                         categories=tuple(CategoryBytes(category=k, bytes=by_category[k][0], count=by_category[k][1])
+                                          for k in CATEGORIES if k in by_category))
 
 
 def summarize(data: Any, source: str = "<snapshot>") -> SnapshotSummary:
@@ -227,7 +287,8 @@ def to_events(summary: SnapshotSummary) -> list[OOMEvent]:
             detail.update(largest_free_block_bytes=dev.largest_free_block_bytes, inactive_bytes=dev.inactive_bytes,
                           stranded_bytes=dev.stranded_bytes, segments=dev.segments,
                           snapshot_at_failure=at_failure,
-                          top_frames=[[g.frame, g.bytes] for g in dev.top_frames])
+                          top_frames=[[g.frame, g.bytes] for g in dev.top_frames],
+                          live_by_category={c.category: c.bytes for c in dev.categories})
         events.append(OOMEvent(
             kind="cuda_oom", source=summary.source, line=1, end_line=1, gpu_index=oom.device,
             requested_bytes=oom.requested_bytes, free_bytes=oom.device_free_bytes, message=text, detail=detail,

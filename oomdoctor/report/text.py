@@ -103,6 +103,40 @@ def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
         console.print(table)
     message = e.message[:MESSAGE_CHARS] + ("…" if len(e.message) > MESSAGE_CHARS else "")
     _indented(console, " ", message, "dim")
+    for line in live_memory_lines(e):
+        _indented(console, " ", line)
+
+
+LIVE_FRAMES_SHOWN = 3
+
+
+def _short_frame(frame: str) -> str:
+    """A recorded frame without its environment's prefix: from the package on, or the last three path parts."""
+    path, sep, rest = frame.partition(":")
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1] + sep + rest
+    parts = path.replace("\\", "/").split("/")
+    return ("…/" if len(parts) > 3 else "") + "/".join(parts[-3:]) + sep + rest
+
+
+def live_memory_lines(e: OOMEvent) -> list[str]:
+    """What held the device, from a snapshot or record: live bytes by category and the largest stacks."""
+    d = e.detail
+    if not d.get("snapshot"):
+        return []
+    lines = []
+    by_cat = d.get("live_by_category") or {}
+    live = sum(int(b) for b in by_cat.values())
+    if live:
+        parts = [f"{cat.replace('_', ' ')} {format_bytes(int(b))} ({int(b) / live:.0%})"
+                 for cat, b in sorted(by_cat.items(), key=lambda kv: -int(kv[1])) if int(b)]
+        lines.append("live by what made it (recorded stacks): " + ", ".join(parts))
+    for frame, nbytes in (d.get("top_frames") or [])[:LIVE_FRAMES_SHOWN]:
+        lines.append(f"live {format_bytes(int(nbytes))} from {_short_frame(str(frame))}")
+    if d.get("snapshot_at_failure") is False:
+        lines.append("(the segments were dumped after the failure: this is what was live then)")
+    return lines
 
 
 def _diagnosis(console: Console, d: Diagnosis, event: OOMEvent) -> None:
