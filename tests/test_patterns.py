@@ -67,6 +67,8 @@ EXAMPLES = [
     ("RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
      "to allocate 68719476736 bytes. Error code 12 (Cannot allocate memory)", "host_oom", None,
      {"requested_bytes": 68719476736}),
+    ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 315. GiB for an array with shape (10000, 100, 84480) "
+     "and data type float32", "host_oom", None, {"requested_bytes": 10000 * 100 * 84480 * 4}),  # NumPy 1.17+
     ("slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed.",
      "host_oom", None, {}),
     # fallbacks and the other libraries' wordings

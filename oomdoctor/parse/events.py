@@ -45,7 +45,7 @@ HOST_KILL_BLOCK_LINES = 60
 _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
-    "esource exhausted", "memory limit", "return code",
+    "esource exhausted", "memory limit", "return code", "Unable to allocate",
 )
 _COMPLETE = regex.compile(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \(.*pool"

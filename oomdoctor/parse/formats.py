@@ -118,6 +118,12 @@ CPU_ALLOC = regex.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
     r"(?:(?P<requested>\d{1,20}) bytes|(?P<gb>\d{1,20})GB)"
 )
+# NumPy (1.17+): "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 315. GiB for an array with shape
+# (10000, 100, 84480) and data type float32"; before 1.17 without the size: "Unable to allocate array with shape ...".
+NUMPY_ALLOC = regex.compile(
+    r"Unable to allocate (?:(?P<size>\d{1,20}(?:\.\d{0,6})?\s?(?:bytes|[KMGTPE]iB)) for )?(?:an )?array with shape "
+    r"\((?P<shape>[\d, ]{0,200})\) and data type (?P<dtype>\w{1,20})"
+)
 HOST_KILL = regex.compile(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"

@@ -24,7 +24,8 @@ PROCESS_SELF_MARGIN_BYTES = 4 * GIB  # a container's own pid sits at most this f
 DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom",
                "GCU": "cuda_oom"}
 TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
-                  "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1}
+                  "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1,
+                  "uint16": 2, "uint32": 4, "uint64": 8, "complex128": 16, "float128": 16}
 _GPU_INDEX = regex.compile(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
 
 _OOM_WORDS = ("out of memory", "Tried to allocate")
@@ -160,6 +161,18 @@ def _tf_oom(m: Match) -> Figures:
     return f
 
 
+def _numpy_alloc(m: Match) -> Figures:
+    """NumPy's host allocation failure: the exact request from the shape and dtype, else its rounded size."""
+    dims = [int(d) for d in m["shape"].replace(" ", "").split(",") if d]
+    size = TF_DTYPE_BYTES.get(m["dtype"].lower())
+    if size and dims:
+        n = size
+        for d in dims:
+            n *= d
+        return {"requested_bytes": n, "detail": {"shape": dims, "dtype": m["dtype"]}}
+    return {"requested_bytes": parse_size(m["size"].replace(". ", " ").rstrip(".")) if m["size"] else None}
+
+
 def _kv_cache(m: Match) -> Figures:
     f: Figures = {}
     if m["need"]:
@@ -226,6 +239,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("KV_CACHE", ("KV cache", "cache blocks"), P.KV_CACHE, "kv_cache", _kv_cache, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("CPU_ALLOC", ("DefaultCPUAllocator",), P.CPU_ALLOC, "host_oom", lambda m: {
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
 )
 _VETO_ALL = {"HOST_KILL"}  # TensorFlow's not-a-failure note silences host kills on the same text too
