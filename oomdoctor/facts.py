@@ -8,7 +8,7 @@ from typing import Any, Literal
 from oomdoctor.estimate import ActivationEstimate, activations
 from oomdoctor.modelshapes import shape_of
 from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, ParseResult, RunContext
-from oomdoctor.units import IMPLAUSIBLE_BYTES
+from oomdoctor.units import IMPLAUSIBLE_BYTES, MIB
 
 FactType = Literal["bytes", "int", "float", "bool", "str"]
 
@@ -120,6 +120,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "snapshot_largest_free_block_bytes": ("bytes", "largest free block in the failing device's cached segments"),
     "snapshot_inactive_bytes": ("bytes", "free blocks inside the failing device's cached segments, all together"),
     "snapshot_stranded_bytes": ("bytes", "free blocks in segments that also hold live blocks (cannot be released)"),
+    "snapshot_live_floor_growth_fraction": ("float", "rise of the lowest live level across the recorded trace, as a share of where it began (many steps recorded)"),
+    "snapshot_live_floor_rising": ("bool", "the lowest live level never fell from one part of the recorded trace to the next"),
     **{f"snapshot_{c}_fraction": ("float", f"share of the live bytes with a recorded stack that {c.replace('_', ' ')} held")
        for c in ("parameters", "gradients", "optimizer_state", "activations", "kv_cache")},
     # from a torch.cuda.memory_summary() table printed beside the failure
@@ -399,6 +401,11 @@ def _snapshot(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence
     for name, key in (("snapshot_largest_free_block_bytes", "largest_free_block_bytes"),
                       ("snapshot_inactive_bytes", "inactive_bytes"), ("snapshot_stranded_bytes", "stranded_bytes")):
         out[name] = event.detail.get(key) if at_failure else None
+        ev[name] = (_event_line(event),)
+    floors = event.detail.get("live_floors") or [] if event.detail.get("snapshot") else []
+    out["snapshot_live_floor_growth_fraction"] = (floors[-1] - floors[0]) / max(floors[0], MIB) if floors else None
+    out["snapshot_live_floor_rising"] = all(b >= a for a, b in zip(floors, floors[1:])) if floors else None
+    for name in ("snapshot_live_floor_growth_fraction", "snapshot_live_floor_rising"):
         ev[name] = (_event_line(event),)
     by_cat = (event.detail.get("live_by_category") or {}) if at_failure else {}
     live = sum(by_cat.values())

@@ -116,6 +116,9 @@ class DeviceSummary(Frozen):
     expandable_segments: bool | None = None
     top_frames: tuple[FrameGroup, ...] = ()
     categories: tuple[CategoryBytes, ...] = ()  # live bytes by what made them, when stacks were recorded
+    # From the recorded alloc/free trace: the lowest live level in each of TREND_WINDOWS equal parts, when the
+    # trace holds many steps (each part swings more than the floor moves between parts); else empty.
+    live_floors: tuple[int, ...] = ()
 
 
 class SnapshotSummary(Frozen):
@@ -210,6 +213,39 @@ def _device_summary(device: int, segments: Iterable[dict]) -> DeviceSummary:
                                           for k in CATEGORIES if k in by_category))
 
 
+TREND_WINDOWS = 8
+TREND_MIN_EVENTS_PER_WINDOW = 50
+
+
+def live_floors(trace: list[Any], allocated_at_dump: int) -> tuple[int, ...]:
+    """The floor of live memory in each of TREND_WINDOWS parts of a trace, or () when the trace is short or looks
+    like a single step (the floor moving as much as the level swings within a part is one step's build-up, not a
+    trend across steps). Levels are anchored on the bytes allocated when the snapshot was dumped."""
+    net, series = 0, []
+    for e in trace:
+        if not isinstance(e, dict):
+            continue
+        action = e.get("action")
+        if action == "alloc":
+            net += int(e.get("size", 0))
+        elif action == "free_completed":
+            net -= int(e.get("size", 0))
+        else:
+            continue
+        series.append(net)
+    if len(series) < TREND_WINDOWS * TREND_MIN_EVENTS_PER_WINDOW:
+        return ()
+    start = max(0, allocated_at_dump - net)
+    k = len(series) // TREND_WINDOWS
+    parts = [series[i * k:(i + 1) * k] for i in range(TREND_WINDOWS)]
+    floors = [start + min(p) for p in parts]
+    swings = sorted(max(p) - min(p) for p in parts)
+    moves = sorted(abs(b - a) for a, b in zip(floors, floors[1:]))
+    if swings[len(swings) // 2] < 2 * moves[len(moves) // 2]:
+        return ()
+    return tuple(floors)
+
+
 def summarize(data: Any, source: str = "<snapshot>") -> SnapshotSummary:
     """The summary of a loaded snapshot (either format); SnapshotError when it is not a memory snapshot."""
     traces: list[Any] = []
@@ -236,8 +272,13 @@ def summarize(data: Any, source: str = "<snapshot>") -> SnapshotSummary:
                 free = entry.get("device_free")
                 ooms.append(OomEntry(device=device, requested_bytes=int(entry.get("size", 0)),
                                      device_free_bytes=int(free) if free is not None else None))
+    devices = []
+    for d, segs in sorted(per_device.items()):
+        dev = _device_summary(d, segs)
+        trace = traces[d] if d < len(traces) and isinstance(traces[d], list) else []
+        devices.append(dev.model_copy(update={"live_floors": live_floors(trace, dev.allocated_bytes)}))
     return SnapshotSummary(
-        source=source, format=fmt, devices=tuple(_device_summary(d, s) for d, s in sorted(per_device.items())),
+        source=source, format=fmt, devices=tuple(devices),
         ooms=tuple(ooms), trace_entries=entries,
         allocator_settings={k: v for k, v in settings.items() if isinstance(v, (int, float, str, bool))},
     )
@@ -288,7 +329,8 @@ def to_events(summary: SnapshotSummary) -> list[OOMEvent]:
                           stranded_bytes=dev.stranded_bytes, segments=dev.segments,
                           snapshot_at_failure=at_failure,
                           top_frames=[[g.frame, g.bytes] for g in dev.top_frames],
-                          live_by_category={c.category: c.bytes for c in dev.categories})
+                          live_by_category={c.category: c.bytes for c in dev.categories},
+                          live_floors=list(dev.live_floors))
         events.append(OOMEvent(
             kind="cuda_oom", source=summary.source, line=1, end_line=1, gpu_index=oom.device,
             requested_bytes=oom.requested_bytes, free_bytes=oom.device_free_bytes, message=text, detail=detail,

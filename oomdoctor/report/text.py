@@ -134,6 +134,11 @@ def live_memory_lines(e: OOMEvent) -> list[str]:
         lines.append("live by what made it (recorded stacks): " + ", ".join(parts))
     for frame, nbytes in (d.get("top_frames") or [])[:LIVE_FRAMES_SHOWN]:
         lines.append(f"live {format_bytes(int(nbytes))} from {_short_frame(str(frame))}")
+    floors = d.get("live_floors") or []
+    if floors:
+        trend = "rising every part" if all(b >= a for a, b in zip(floors, floors[1:])) else "not rising throughout"
+        lines.append(f"lowest live level across the recorded trace: {format_bytes(int(floors[0]))} → "
+                     f"{format_bytes(int(floors[-1]))} ({trend})")
     if d.get("snapshot_at_failure") is False:
         lines.append("(the segments were dumped after the failure: this is what was live then)")
     return lines
