@@ -249,3 +249,16 @@ def test_verify_output_validates_when_trials_fail(tmp_path, capsys, monkeypatch)
         """)
     assert [t.get("error") is not None for t in doc["trials"]] == [True, True, True]
     check_verify(doc)
+
+
+def test_verify_output_validates_with_an_allocator_fix_replayed_from_the_trace(tmp_path, capsys):
+    pytest.importorskip("torch")
+    doc = verify_json(tmp_path, capsys, f"""
+        workload: {{model: transformer, params: {TINY}}}
+        device: sim
+        memory: {{limit: 260MiB, non_pytorch: 0}}
+        fixes: [expandable-segments]
+        steps: 1
+        """)
+    assert doc["trials"][1]["from_baseline_trace"] is True
+    check_verify(doc)

@@ -67,6 +67,7 @@ class VerifyTrial(_Out):
     flops: int | None = None
     alloc_retries: int | None = None
     events: int | None = None
+    from_baseline_trace: bool | None = None
     params: dict[str, Any] | None = None
     alloc_conf: str | None = None
     changes: dict[str, tuple[Any, Any]] | None = None

@@ -167,6 +167,8 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
         "unlimited_peak_allocated_bytes": f"sim: {_SIZE} The peak the step needs with no memory limit.",
         "flops": "sim: matmul and attention FLOPs of one optimizer step.",
         "alloc_retries": "sim: times the allocator freed its cache and retried.",
+        "from_baseline_trace": "sim: true when this allocator-only fix was measured by replaying the baseline's "
+                               "recorded trace under its settings instead of running the model again.",
         "events": "sim: allocations and frees in the replayed trace.",
         "params": "The workload parameters this trial ran with (after the fix changed them).",
         "alloc_conf": "The `PYTORCH_CUDA_ALLOC_CONF` this trial ran with (empty string for none).",
