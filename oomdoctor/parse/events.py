@@ -51,6 +51,9 @@ _COMPLETE = regex.compile(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \(.*pool"
     r"|memory fraction\)\s{0,40}:\s{0,4}\d"  # cudaMallocAsync's last figure
 )
+# A continuation that starts a new labelled figure ("Currently allocated     : 9.43 GiB") is a new line of the
+# message, not the rest of a hard-wrapped one.
+_LABEL_LINE = regex.compile(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s")
 _NEW_RECORD = regex.compile(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
 )
@@ -89,7 +92,8 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
         if nxt.number != lines[j].number + 1 or not nxt.text.strip():
             break
         prev_raw = lines[j].raw
-        wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= 60 and (j > i or len(nxt.raw) <= width))
+        wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= 60 and (j > i or len(nxt.raw) <= width)
+                                             and not _LABEL_LINE.match(nxt.text))
         if mode == "tight" or (mode == "auto" and wrapped):
             offsets.append(len(text))
             text += nxt.raw
