@@ -96,6 +96,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "eval_banner_before_oom": ("bool", "an evaluation banner shortly before the OOM with no training step line after it"),
     # allocator configuration
     "expandable_segments": ("bool", "PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True (None when not printed)"),
+    "allocator_async": ("bool", "allocations go through PyTorch's cudaMallocAsync backend (its OOM message, or backend:cudaMallocAsync in PYTORCH_CUDA_ALLOC_CONF): the caching allocator's settings do not apply"),
     "alloc_conf_printed": ("bool", "the log shows the allocator configuration"),
     # memory over steps
     "memory_samples": ("int", "per-step memory lines before the OOM"),
@@ -301,13 +302,17 @@ def _known_shape(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> No
             ev[key] = ev.get("model_name", ())
 
 
-def _alloc_conf(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+def _alloc_conf(event: OOMEvent, run: RunContext | None, out: dict[str, Any],
+                ev: dict[str, tuple[Evidence, ...]]) -> None:
     conf = run.alloc_conf if run else None
     out["alloc_conf_printed"] = conf is not None
+    text = str(conf.value).replace(" ", "").lower() if conf is not None else ""
+    out["allocator_async"] = event.detail.get("allocator_backend") == "cudaMallocAsync" \
+        or "backend:cudamallocasync" in text
+    ev["allocator_async"] = (_event_line(event),) + ((conf.evidence,) if conf is not None else ())
     if conf is None:
         out["expandable_segments"] = None
         return
-    text = str(conf.value).replace(" ", "").lower()
     out["expandable_segments"] = "expandable_segments:true" in text
     ev["expandable_segments"] = ev["alloc_conf_printed"] = (conf.evidence,)
 
@@ -438,7 +443,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _figures(event, out, ev)
     _siblings(facts, event, out)
     _config(run, out, ev)
-    _alloc_conf(run, out, ev)
+    _alloc_conf(event, run, out, ev)
     _multiples(out, ev)
     if event.detail.get("first_step") and out["is_first_step"] is None:  # started, then failed before a step
         out["is_first_step"] = True

@@ -347,11 +347,17 @@ TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-opt
 PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
 
 
+# PYTORCH_CUDA_ALLOC_CONF settings of the native caching allocator: nothing to cudaMallocAsync.
+NATIVE_ALLOCATOR_FIXES = frozenset({"expandable-segments", "max-split-size", "gc-threshold"})
+
+
 def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
     """The rule's fix ids fitted to the run: what is already on, or does not apply, left out; substitutes in."""
     out: list[str] = []
     for f in fix_ids:
         if f in ALREADY_APPLIED and ALREADY_APPLIED[f](d):
+            continue
+        if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:
             continue
         if f in TRAINING_ONLY and _v(d, "inference_only") is True:
             continue

@@ -49,3 +49,26 @@ def test_host_ram_fix_covers_loaders_loading_and_kept_outputs():
     fix = build_fix("more-host-ram", run())
     text = str(fix.changes)
     assert "dataloader_num_workers" in text and "low_cpu_mem_usage" in text and "mmap=True" in text
+
+
+def test_cuda_malloc_async_gets_no_caching_allocator_settings():
+    ids = ["halve-batch", "expandable-segments", "max-split-size", "gc-threshold"]
+    assert fitted(ids, run(allocator_async=True)) == ["halve-batch"]
+    assert fitted(ids, run(allocator_async=False)) == ids
+
+
+def test_the_async_message_and_the_backend_setting_both_say_async(tmp_path):
+    from oomdoctor.facts import derive
+    from oomdoctor.parse import parse_files
+
+    msg = ("torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+           "Currently allocated     : 9.43 GiB\nRequested               : 640.00 MiB\n")
+    native = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+              "9.00 GiB of which 1.00 MiB is free. Of the allocated memory 8.00 GiB is allocated by PyTorch, and 10.00 "
+              "MiB is reserved by PyTorch but unallocated.\n")
+    cases = {"async.log": (msg, True), "conf.log": ("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync\n" + native, True),
+             "native.log": (native, False)}
+    for name, (text, want) in cases.items():
+        (tmp_path / name).write_text(text)
+        parsed = parse_files([str(tmp_path / name)])
+        assert derive(parsed, 0).values["allocator_async"] is want, name

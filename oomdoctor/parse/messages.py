@@ -90,7 +90,7 @@ def _caching_common(m: Match) -> Figures:
 def _malloc_async(m: Match) -> Figures:
     """The cudaMallocAsync backend: no cache of its own, so nothing reserved-but-unallocated; its "PyTorch limit" is
     the memory fraction's cap (kept as allowed_bytes only when below the device: unset, it prints 17179869184.00 GiB)."""
-    f: Figures = {"gpu_index": int(m["gpu"])}
+    f: Figures = {"gpu_index": int(m["gpu"]), "detail": {"allocator_backend": "cudaMallocAsync"}}
     for key, group in (("requested_bytes", "requested"), ("allocated_bytes", "allocated"), ("total_bytes", "total"),
                        ("free_bytes", "free")):
         f[key] = _size(m, group)
