@@ -88,3 +88,25 @@ def test_an_unknown_architecture_is_a_config_error_with_its_line(tmp_path):
     r = run("verify", "--config", str(cfg))
     assert r.returncode == 2 and b"cfg.yaml:4" in r.stderr and b"not in the catalog" in r.stderr
 
+
+
+# Published parameter counts (model cards), in billions: each catalog entry must build to its model's size.
+PUBLISHED_BILLIONS = {
+    "meta-llama/Llama-2-7b-hf": 6.74, "meta-llama/Meta-Llama-3.1-8B": 8.03, "meta-llama/Llama-3.2-1B": 1.24,
+    "mistralai/Mistral-7B-v0.1": 7.24, "Qwen/Qwen2.5-7B": 7.62, "Qwen/Qwen3-0.6B": 0.60, "Qwen/Qwen3-1.7B": 1.7,
+    "Qwen/Qwen3-4B": 4.0, "Qwen/Qwen3-8B": 8.2, "google/gemma-2b": 2.51, "google/gemma-7b": 8.54,
+    "google/gemma-2-2b": 2.61, "google/gemma-2-9b": 9.24, "microsoft/Phi-3-mini-4k-instruct": 3.82,
+    "mistralai/Mixtral-8x7B-v0.1": 46.7, "gpt2": 0.124,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_BILLIONS))
+def test_catalog_entries_build_to_their_published_size(name):
+    import transformers
+
+    keys = dict(from_catalog(name))
+    config = transformers.AutoConfig.for_model(keys.pop("model_type"), **keys)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    billions = sum(p.numel() for p in model.parameters()) / 1e9
+    assert billions == pytest.approx(PUBLISHED_BILLIONS[name], rel=0.02)

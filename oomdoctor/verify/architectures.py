@@ -15,6 +15,12 @@ import regex
 _LLAMA = {"model_type": "llama", "rms_norm_eps": 1e-5, "hidden_act": "silu"}
 _QWEN2 = {"model_type": "qwen2", "rms_norm_eps": 1e-6, "hidden_act": "silu", "max_position_embeddings": 32768}
 _GPT2 = {"model_type": "gpt2", "n_positions": 1024, "vocab_size": 50257}
+_QWEN3 = {"model_type": "qwen3", "rms_norm_eps": 1e-6, "hidden_act": "silu", "max_position_embeddings": 40960,
+          "rope_theta": 1000000.0, "head_dim": 128, "vocab_size": 151936}
+_GEMMA = {"model_type": "gemma", "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh", "head_dim": 256,
+          "vocab_size": 256000, "max_position_embeddings": 8192, "tie_word_embeddings": True}
+_GEMMA2 = {**_GEMMA, "model_type": "gemma2", "query_pre_attn_scalar": 256, "sliding_window": 4096,
+           "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0}
 
 # (name pattern, config keys): each from the model's published config.json (architecture keys only).
 CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -50,6 +56,30 @@ CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
                       "tie_word_embeddings": True}),
     (r"qwen2(?:\.5)?-7b", {**_QWEN2, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
                            "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064}),
+    (r"qwen3-0\.6b", {**_QWEN3, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+                      "num_attention_heads": 16, "num_key_value_heads": 8, "tie_word_embeddings": True}),
+    (r"qwen3-1\.7b", {**_QWEN3, "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 28,
+                      "num_attention_heads": 16, "num_key_value_heads": 8, "tie_word_embeddings": True}),
+    (r"qwen3-4b", {**_QWEN3, "hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
+                   "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": True}),
+    (r"qwen3-8b", {**_QWEN3, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                   "num_attention_heads": 32, "num_key_value_heads": 8}),
+    (r"gemma-2b", {**_GEMMA, "hidden_size": 2048, "intermediate_size": 16384, "num_hidden_layers": 18,
+                   "num_attention_heads": 8, "num_key_value_heads": 1}),
+    (r"gemma-7b", {**_GEMMA, "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+                   "num_attention_heads": 16, "num_key_value_heads": 16}),
+    (r"gemma-2-2b", {**_GEMMA2, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                     "num_attention_heads": 8, "num_key_value_heads": 4}),
+    (r"gemma-2-9b", {**_GEMMA2, "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+                     "num_attention_heads": 16, "num_key_value_heads": 8}),
+    (r"phi-3-mini(?:-4k)?", {"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
+                             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                             "vocab_size": 32064, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+                             "hidden_act": "silu"}),
+    (r"mixtral-8x7b", {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+                       "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                       "vocab_size": 32000, "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+                       "num_local_experts": 8, "num_experts_per_tok": 2, "rms_norm_eps": 1e-5, "hidden_act": "silu"}),
     (r"gpt2-xl", {**_GPT2, "n_embd": 1600, "n_layer": 48, "n_head": 25}),
     (r"gpt2-large", {**_GPT2, "n_embd": 1280, "n_layer": 36, "n_head": 20}),
     (r"gpt2-medium", {**_GPT2, "n_embd": 1024, "n_layer": 24, "n_head": 16}),
