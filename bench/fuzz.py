@@ -55,6 +55,9 @@ OOM_HEADS = (
     b"RESOURCE_EXHAUSTED: Out of memory while trying to allocate ",
     b"HIP out of memory. Tried to allocate ",
     b"Killed",
+    b"Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     : ",
+    b"Unable to allocate 315. GiB for an array with shape (",
+    b"Ran out of memory trying to allocate ",
 )
 PIECES = (
     *OOM_HEADS,
