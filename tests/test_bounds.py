@@ -54,3 +54,12 @@ def test_a_gpu_index_of_thousands_of_digits_is_not_an_index(tmp_path):
         log.write_text(era.format(g="7" * 5001))
         events = parse_files([str(log)]).events
         assert all(e.gpu_index is None for e in events)
+
+
+def test_a_size_with_a_unit_no_allocator_prints_is_not_a_crash(tmp_path):
+    # found by bench/fuzz.py: "ran out of memory trying to allocate 12Mi" reached the unit table (exit 3)
+    for text in ("W bfc_allocator.cc:275] Ran out of memory trying to allocate 12Mi of it\n",
+                 "W bfc_allocator.cc:275] Ran out of memory trying to allocate 12i\n"):
+        log = tmp_path / "unit.log"
+        log.write_text(text)
+        parse_files([str(log)])  # no exception: the message, read with what it says

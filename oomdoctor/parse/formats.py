@@ -97,7 +97,7 @@ XLA_ANY = regex.compile(r"RESOURCE_EXHAUSTED:?[^\n]{0,200}?(?:[Oo]ut of memory|r
 # TensorFlow's BFC allocator: "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB (rounded to …)";
 # TF 1.x before the allocator was named: "Ran out of memory trying to allocate 193.0KiB.  See logs for memory state."
 BFC_RAN_OUT = regex.compile(
-    r"(?:Allocator \((?P<allocator>\w+)\) ran|Ran) out of memory trying to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?[KMGT]?i?B?)"
+    r"(?:Allocator \((?P<allocator>\w+)\) ran|Ran) out of memory trying to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?(?:[KMGT]i?B|[KMGT]|B)?)"
     r"(?: \(rounded to (?P<rounded>\d{1,20})\))?"
 )
 BFC_STAT = regex.compile(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d{1,20})\s*$")

@@ -14,7 +14,7 @@ import regex
 
 from oomdoctor.parse import formats as P
 from oomdoctor.parse.model import OtherProcess
-from oomdoctor.units import GIB, parse_size, to_bytes
+from oomdoctor.units import GIB, UnitError, parse_size, to_bytes
 
 Match: TypeAlias = "regex.Match[str]"
 Figures: TypeAlias = dict[str, Any]
@@ -271,7 +271,10 @@ def classify(text: str) -> Classified | None:
 
 def figures(c: Classified, text: str) -> Figures:
     """The figures a recognised message prints, in bytes, with the contract's derivations."""
-    f: Figures = c.fmt.figures(c.match) if c.match is not None and c.fmt.figures else {}
+    try:
+        f: Figures = c.fmt.figures(c.match) if c.match is not None and c.fmt.figures else {}
+    except UnitError:  # a size with a unit no allocator prints (damaged text): the message, without figures
+        f = {}
     if f.get("gpu_index") is None:
         g = _GPU_INDEX.search(text)
         if g:
