@@ -69,6 +69,9 @@ EXAMPLES = [
      {"requested_bytes": 68719476736}),
     ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 315. GiB for an array with shape (10000, 100, 84480) "
      "and data type float32", "host_oom", None, {"requested_bytes": 10000 * 100 * 84480 * 4}),  # NumPy 1.17+
+    ("RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62", "cuda_error", None, {}),
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL", "host_oom",
+     None, {}),
     ("slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed.",
      "host_oom", None, {}),
     # fallbacks and the other libraries' wordings

@@ -79,6 +79,7 @@ CUDA_ERROR = regex.compile(
 )
 CUDA_ERROR_STRICT = regex.compile(
     r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b.*from device)"
+    r"|CUDA Error: out of memory at \S{1,300}:\d{1,9}"  # C++ extensions' own check (vLLM's cumem_allocator.cpp)
 )
 CUBLAS = regex.compile(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
 NCCL = regex.compile(r"(?:NCCL WARN )?Cuda failure(?: \d{1,20})? '?out of memory'?|ncclSystemError.{0,80}out of memory")
@@ -129,6 +130,7 @@ HOST_KILL = regex.compile(
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
     r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
     r"|terminated by signal SIGKILL"  # fish
+    r"|ProcessExitedException: process \d{1,6} terminated with signal SIGKILL"  # torch.multiprocessing.spawn
     r"|oom[_-]kill(?:er)? event|Detected \d{1,20} oom[_-]kill|killed by the cgroup out-of-memory handler"
     r"|exits with return code = -9\b|\breturn code -9\b|[Kk]illed: 9\b"  # DeepSpeed launcher, macOS shells
     r"|task \d{1,20}: Out Of Memory|exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
