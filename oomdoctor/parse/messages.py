@@ -147,28 +147,38 @@ def _xla_size(v: str) -> int:
     return parse_size(v + "iB" if v[-1] in "KMGT" else v)
 
 
+def _dims(shape: str) -> list[int]:
+    """The dimensions of a printed shape such as "8, 1024, 4096"."""
+    return [int(d) for d in shape.replace(" ", "").split(",") if d]
+
+
+def _tensor_bytes(dims: list[int], dtype: str | None) -> int | None:
+    """Bytes of a tensor of this shape and dtype (TensorFlow and NumPy names), or None for an unknown dtype."""
+    size = TF_DTYPE_BYTES.get((dtype or "").lower())
+    if not size:
+        return None
+    n = size
+    for d in dims:
+        n *= d
+    return n
+
+
 def _tf_oom(m: Match) -> Figures:
     if m["shape"] is None:
         return {}
-    dims = [int(d) for d in m["shape"].replace(" ", "").split(",") if d]
+    dims = _dims(m["shape"])
     f: Figures = {"detail": {"shape": dims, "dtype": m["dtype"], "device": m["device"], "allocator": m["allocator"]}}
-    size = TF_DTYPE_BYTES.get((m["dtype"] or "").lower())
-    if size:
-        n = 1
-        for d in dims:
-            n *= d
-        f["requested_bytes"] = n * size
+    n = _tensor_bytes(dims, m["dtype"])
+    if n is not None:
+        f["requested_bytes"] = n
     return f
 
 
 def _numpy_alloc(m: Match) -> Figures:
     """NumPy's host allocation failure: the exact request from the shape and dtype, else its rounded size."""
-    dims = [int(d) for d in m["shape"].replace(" ", "").split(",") if d]
-    size = TF_DTYPE_BYTES.get(m["dtype"].lower())
-    if size and dims:
-        n = size
-        for d in dims:
-            n *= d
+    dims = _dims(m["shape"])
+    n = _tensor_bytes(dims, m["dtype"]) if dims else None
+    if n is not None:
         return {"requested_bytes": n, "detail": {"shape": dims, "dtype": m["dtype"]}}
     return {"requested_bytes": parse_size(m["size"].replace(". ", " ").rstrip(".")) if m["size"] else None}
 

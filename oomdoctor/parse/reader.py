@@ -98,6 +98,8 @@ class _Finder:
 
 
 _FINDER = _Finder(ANCHORS)
+
+
 class _MarkFinder:
     """Start offsets of the failure marks, sorted: one single-literal pass per mark. A lone literal is a memmem
     scan (~0.04 ms/MiB); one automaton over all fifteen marks leaves the SIMD path and is ~3x slower in total."""

@@ -61,10 +61,16 @@ _PARAM_CALLS = frozenset({"_apply", "convert", "to", "cuda", "load_state_dict", 
 _FORWARD_CALLS = frozenset({"forward", "_call_impl", "_wrapped_call_impl", "__call__"})
 
 
-def _python_frames(block: dict) -> list[tuple[str, str]]:
+def _recorded_frames(block: dict) -> list[dict]:
+    """A block's recorded stack, innermost first: its own, else its last history entry's."""
     frames = block.get("frames") or []
     if not frames and block.get("history"):
         frames = (block["history"][-1] or {}).get("frames") or []
+    return frames
+
+
+def _python_frames(block: dict) -> list[tuple[str, str]]:
+    frames = _recorded_frames(block)
     return [(str(fr.get("filename", "")).replace("\\", "/"), str(fr.get("name", ""))) for fr in frames
             if str(fr.get("filename", "")).endswith(".py")]
 
@@ -164,10 +170,7 @@ def load_stream(stream: io.BufferedIOBase) -> Any:
 
 
 def _frame_of(block: dict) -> str:
-    frames = block.get("frames") or []
-    if not frames and block.get("history"):
-        frames = (block["history"][-1] or {}).get("frames") or []
-    for fr in frames:  # innermost first; skip the allocator's own C++ and torch internals
+    for fr in _recorded_frames(block):  # innermost first; skip the allocator's own C++ and torch internals
         name = str(fr.get("filename", ""))
         if name and not name.startswith("??") and "/torch/" not in name and not name.endswith((".cpp", ".h")):
             return f"{name}:{fr.get('line', '?')} {fr.get('name', '')}".strip()
