@@ -63,3 +63,35 @@ def test_a_size_with_a_unit_no_allocator_prints_is_not_a_crash(tmp_path):
         log = tmp_path / "unit.log"
         log.write_text(text)
         parse_files([str(log)])  # no exception: the message, read with what it says
+
+
+def _parser_patterns():
+    """Every compiled pattern the parser holds: module attributes and those inside its message formats."""
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import regex
+
+    import oomdoctor.parse as parse_pkg
+    for info in pkgutil.iter_modules(parse_pkg.__path__):
+        module = importlib.import_module(f"oomdoctor.parse.{info.name}")
+        for name, value in vars(module).items():
+            items = value if isinstance(value, tuple) else (value,)
+            for item in items:
+                if isinstance(item, regex.Pattern):
+                    yield f"{info.name}.{name}", item
+                elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+                    for f in dataclasses.fields(item):
+                        if isinstance(getattr(item, f.name), regex.Pattern):
+                            yield f"{info.name}.{name}.{f.name}", getattr(item, f.name)
+
+
+def test_no_parser_pattern_has_an_unbounded_wildcard_in_its_middle():
+    # `X.*Y` searched over a line holding X many times costs (occurrences x line length): a line of 3,500
+    # repeated "MPS backend out of memory (" took 6 s. A wildcard is bounded ({0,400}) unless it runs to the end.
+    import re
+    unbounded = re.compile(r"(?<!\\)\.[*+]\??(?!\)*\$)")
+    found = [(name, p.pattern) for name, p in _parser_patterns() if unbounded.search(p.pattern)]
+    assert len(list(_parser_patterns())) > 40
+    assert found == []

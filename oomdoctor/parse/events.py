@@ -47,8 +47,9 @@ _TRIGGERS = (
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate",
 )
+# Bounded wildcards only: a line of many repeated heads must not cost (heads x line length).
 _COMPLETE = regex.compile(
-    r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \(.*pool"
+    r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \([^\n]{0,400}?pool"
     r"|memory fraction\)\s{0,40}:\s{0,4}\d"  # cudaMallocAsync's last figure
 )
 # A continuation that starts a new labelled figure ("Currently allocated     : 9.43 GiB") is a new line of the

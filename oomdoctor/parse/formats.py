@@ -78,7 +78,7 @@ CUDA_ERROR = regex.compile(
     r"(?:CUDA error|CUDA driver error|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation)(?::)? ?(?:out of memory)?"
 )
 CUDA_ERROR_STRICT = regex.compile(
-    r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b.*from device)"
+    r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b[^\n]{0,400}?from device)"
     r"|CUDA Error: out of memory at \S{1,300}:\d{1,9}"  # C++ extensions' own check (vLLM's cumem_allocator.cpp)
 )
 CUBLAS = regex.compile(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
