@@ -104,6 +104,10 @@ EXAMPLES = [
     ("[1]    16261 killed     python3 train.py --model_size 65B", "host_oom", None, {}),  # zsh job notice
     ("[1]+  Killed                  python train.py", "host_oom", None, {}),  # bash job notice
     ("fish: Job 1, 'python train.py' terminated by signal SIGKILL (Forced quit)", "host_oom", None, {}),
+    ("  what():  [TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/utils/allocator.h:223 ",
+     "cuda_error", None, {}),  # FasterTransformer / TurboMind check_cuda_error
+    ("OutOfMemoryError                          Traceback (most recent call last)", "cuda_oom", None, {}),  # notebook
+    ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),
 ]
 
 
@@ -230,3 +234,25 @@ def test_malloc_async_with_a_memory_fraction_and_cut_short():
     cut = "!!! Exception during processing !!! Allocation on device 0 would exceed allowed memory. (out of memory)\n"
     (e,) = parse_text(cut + "Currently allocated     : 23.\n").events
     assert e.kind == "cuda_oom" and e.gpu_index == 0 and e.requested_bytes is None
+
+
+def test_a_notebook_header_stands_for_the_failure_only_when_its_message_was_cut():
+    header = "OutOfMemoryError                          Traceback (most recent call last)\n"
+    frames = "Cell In[9], line 22\n---> 22 trainer.train()\n"
+    message = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 14.75 GiB total capacity; "
+               "13.90 GiB already allocated; 6.81 MiB free; 14.20 GiB reserved in total by PyTorch)\n")
+    cut = parse_text(header + frames).events
+    assert [(e.kind, e.line) for e in cut] == [("cuda_oom", 1)]
+    whole = parse_text(header + frames + message).events
+    assert [(e.kind, e.line, e.requested_bytes) for e in whole] == [("cuda_oom", 4, 20 * MIB)]
+
+
+def test_a_worker_that_a_segfault_killed_is_not_an_oom_kill():
+    exit_line = "RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly\n"
+    assert [e.kind for e in parse_text(exit_line).events] == ["host_oom"]
+    for report in ("ERROR: Unexpected segmentation fault encountered in worker.\n",
+                   "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+                   "memory (shm).\n", "RuntimeError: DataLoader worker (pid 8260) is killed by signal: Aborted.\n"):
+        assert not parse_text(report + exit_line).events, report
+    killed = "RuntimeError: DataLoader worker (pid 8260) is killed by signal: Killed.\n"
+    assert [e.kind for e in parse_text(killed + exit_line).events] == ["host_oom"]  # one kill, reported twice

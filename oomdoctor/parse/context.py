@@ -36,6 +36,8 @@ STEP_PATTERNS = (
     regex.compile(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})(?:\s{0,2}/\s{0,2}\d{1,20})?\b(?![.%])"),
     regex.compile(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})\s{0,2}/\s{0,2}\d{1,20}\b"),  # Iter 120/500
     regex.compile(r"^\s{0,4}(?P<n>\d{1,20})/\d{1,20} \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
+    # HF Trainer's notebook progress as text: "[ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]" (its eval bar has no Epoch)
+    regex.compile(r"^\s{0,4}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20} [\d:]{4,12} < [\d:]{4,12}, [\d.]{1,12} (?:it/s|s/it), Epoch [\d.]{1,20}/\d{1,20}\]"),
 )
 # A progress indicator or banner that names an evaluation loop: HF/Lightning/detectron2/mmengine/tqdm.
 EVAL_BANNER = regex.compile(

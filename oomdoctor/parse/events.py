@@ -45,8 +45,13 @@ HOST_KILL_BLOCK_LINES = 60
 _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
-    "esource exhausted", "memory limit", "return code", "Unable to allocate",
+    "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
 )
+# A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
+# within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).
+HEADER_REACH_LINES = 600
+# A DataLoader worker that "exited unexpectedly" after a segfault or bus error report this near is not an OOM kill.
+WORKER_REPORT_BACK_LINES = 20
 # Bounded wildcards only: a line of many repeated heads must not cost (heads x line length).
 _COMPLETE = regex.compile(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \([^\n]{0,400}?pool"
@@ -196,6 +201,19 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     return c, text, end, offsets
 
 
+def _superseded(lines: Sequence[Line], i: int, c: Classified) -> bool:
+    """A stand-in reading that the lines around it replace: a notebook header whose message follows, a worker exit
+    that a segfault or bus error explains."""
+    if c.fmt.name == "IPYTHON_OOM_HEADER":
+        return any(_OOM_MESSAGE.search(ln.text) for ln in lines[i + 1 : i + 1 + HEADER_REACH_LINES])
+    if c.fmt.name == "DATALOADER_EXIT":
+        return any(P.DATALOADER_NOT_OOM.search(ln.text) for ln in lines[max(0, i - WORKER_REPORT_BACK_LINES) : i])
+    return False
+
+
+_OOM_MESSAGE = regex.compile(r"OutOfMemoryError:|out of memory|Tried to allocate")
+
+
 def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     """Every OOM message in the lines, in order: where it starts and ends, its kind, its match."""
     memo: dict[str, Classified | None] = {}
@@ -209,9 +227,11 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
         c, text, end, offsets = _recognise(lines, i, memo)
-        if c is None or (code_like and not c.full):
+        if c is None or (code_like and not c.full) or _superseded(lines, i, c):
             i += 1
             continue
+        if c.fmt.single_line:
+            text, end, offsets = lines[i].text, i, [0]
         start = i
         if c.match is not None:  # the message may begin on a later line than the trigger
             start = i + max(k for k, off in enumerate(offsets) if off <= c.match.start())

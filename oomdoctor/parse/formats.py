@@ -80,6 +80,17 @@ CUDA_ERROR = regex.compile(
 CUDA_ERROR_STRICT = regex.compile(
     r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b[^\n]{0,400}?from device)"
     r"|CUDA Error: out of memory at \S{1,300}:\d{1,9}"  # C++ extensions' own check (vLLM's cumem_allocator.cpp)
+    r"|CUDA runtime error: out of memory"  # FasterTransformer / TurboMind check_cuda_error: "[TM][ERROR] CUDA runtime error: ..."
+)
+# A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
+# call last)". It is the failure only when the message itself was not kept (the cell's output was cut).
+IPYTHON_OOM_HEADER = regex.compile(r"^\s{0,4}(?:torch\.(?:cuda\.)?)?OutOfMemoryError\s{2,200}Traceback \(most recent call last\)")
+# The DataLoader's own report of a worker that died without a Python exception; the kernel's OOM killer is the
+# common cause (a segfault or bus error prints its own line first, see DATALOADER_NOT_OOM).
+DATALOADER_EXIT = regex.compile(r"DataLoader worker \(pid\(s\) [\d, ]{1,200}\) exited unexpectedly")
+DATALOADER_NOT_OOM = regex.compile(
+    r"Unexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker"
+    r"|killed by signal: (?!Killed)"
 )
 CUBLAS = regex.compile(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
 NCCL = regex.compile(r"(?:NCCL WARN )?Cuda failure(?: \d{1,20})? '?out of memory'?|ncclSystemError.{0,80}out of memory")

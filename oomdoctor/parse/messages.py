@@ -48,6 +48,7 @@ class MessageFormat:
     complete: bool = True  # False for a fallback that only gives part of a message's figures
     recognise_only: bool = False  # the pattern only recognises the message; it has no figures (match dropped)
     same_failure: bool = False  # every such message near another is the same failure (one per failing call site)
+    single_line: bool = False  # the message is its line alone: never joined with the lines after it
 
     def kind_of(self, m: Match | None, text: str) -> str:
         return self.kind if isinstance(self.kind, str) else self.kind(m, text)
@@ -251,6 +252,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
+    MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom", recognise_only=True,
+                  single_line=True),
+    MessageFormat("DATALOADER_EXIT", ("exited unexpectedly",), P.DATALOADER_EXIT, "host_oom", recognise_only=True,
+                  single_line=True),
 )
 _VETO_ALL = {"HOST_KILL"}  # TensorFlow's not-a-failure note silences host kills on the same text too
 
