@@ -74,16 +74,18 @@ def _parser_patterns():
     import regex
 
     import oomdoctor.parse as parse_pkg
+    from oomdoctor.parse.lazyregex import LazyPattern
+    kinds = (regex.Pattern, LazyPattern)
     for info in pkgutil.iter_modules(parse_pkg.__path__):
         module = importlib.import_module(f"oomdoctor.parse.{info.name}")
         for name, value in vars(module).items():
             items = value if isinstance(value, tuple) else (value,)
             for item in items:
-                if isinstance(item, regex.Pattern):
+                if isinstance(item, kinds):
                     yield f"{info.name}.{name}", item
                 elif dataclasses.is_dataclass(item) and not isinstance(item, type):
                     for f in dataclasses.fields(item):
-                        if isinstance(getattr(item, f.name), regex.Pattern):
+                        if isinstance(getattr(item, f.name), kinds):
                             yield f"{info.name}.{name}.{f.name}", getattr(item, f.name)
 
 
@@ -95,3 +97,13 @@ def test_no_parser_pattern_has_an_unbounded_wildcard_in_its_middle():
     found = [(name, p.pattern) for name, p in _parser_patterns() if unbounded.search(p.pattern)]
     assert len(list(_parser_patterns())) > 40
     assert found == []
+
+
+def test_the_parser_compiles_its_patterns_on_first_use_only():
+    # Start-up (issue 11): a small log needs about a third of the ~110 patterns; none is compiled at import.
+    from oomdoctor.parse.lazyregex import LazyPattern
+    patterns = list(_parser_patterns())
+    assert all(isinstance(p, LazyPattern) for _, p in patterns), [n for n, p in patterns if not isinstance(p, LazyPattern)]
+    probe = LazyPattern(r"Tried to allocate (?P<n>\d+)")
+    assert probe._compiled is None
+    assert probe.search("Tried to allocate 20")["n"] == "20" and probe._compiled is not None

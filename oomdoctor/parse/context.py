@@ -9,51 +9,52 @@ from typing import Any, NamedTuple
 
 import regex
 
+from oomdoctor.parse.lazyregex import lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
 from oomdoctor.parse.normalize import Line
 from oomdoctor.units import UnitError, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
-TQDM = regex.compile(
+TQDM = lazy(
     r"(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
 )  # with bar glyphs, or without them (a notebook's plain-text tqdm: "63% 34/54 [00:42<00:25")
 # Lightning's bars count batches within the epoch: tqdm "Epoch 1:  40%|####  | 4/10" and Rich "Epoch 1/2 ━━━ 4/10".
-LIGHTNING = regex.compile(
+LIGHTNING = lazy(
     r"^Epoch (?P<epoch>\d{1,20})(?::\s{0,4}\d{1,3}%\|[^|\n]{0,160}\||/\d{1,20}\s{1,4}[━╸╺─ ]{0,400})\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})"
 )
 STEP_PATTERNS = (
-    regex.compile(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
-    regex.compile(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
-    regex.compile(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, iteration-based
-    regex.compile(r"^\s{0,4}\[\s{0,4}\d{1,20},\s{0,8}(?P<n>\d{1,20})(?:/\d{1,20})?\]"),  # [epoch, iter] / [epoch, iter/total]
-    regex.compile(r"\bstep=(?P<n>\d{1,20})\b"),  # DeepSpeed log_dist
-    regex.compile(r"\biteration\s{1,12}(?P<n>\d{1,20})\s{0,4}/\s{0,12}\d{1,20}"),  # Megatron
-    regex.compile(r"\biter:\s{0,4}(?P<n>\d{1,20})\b"),  # detectron2 metric lines
-    regex.compile(r"[Ss]tarting training from iteration (?P<n>\d{1,20})"),  # detectron2
-    regex.compile(r"\bstep:\s{0,4}(?P<n>\d{1,20})\b"),  # torchtitan; YAML-ish "step: 12" in any indentation
-    regex.compile(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d{1,20})"),  # {'step': 50}
-    regex.compile(r"\bSteps:\s{0,2}(?P<n>\d{1,20})\b"),
-    regex.compile(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})(?:\s{0,2}/\s{0,2}\d{1,20})?\b(?![.%])"),
-    regex.compile(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})\s{0,2}/\s{0,2}\d{1,20}\b"),  # Iter 120/500
-    regex.compile(r"^\s{0,4}(?P<n>\d{1,20})/\d{1,20} \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
+    lazy(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
+    lazy(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
+    lazy(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, iteration-based
+    lazy(r"^\s{0,4}\[\s{0,4}\d{1,20},\s{0,8}(?P<n>\d{1,20})(?:/\d{1,20})?\]"),  # [epoch, iter] / [epoch, iter/total]
+    lazy(r"\bstep=(?P<n>\d{1,20})\b"),  # DeepSpeed log_dist
+    lazy(r"\biteration\s{1,12}(?P<n>\d{1,20})\s{0,4}/\s{0,12}\d{1,20}"),  # Megatron
+    lazy(r"\biter:\s{0,4}(?P<n>\d{1,20})\b"),  # detectron2 metric lines
+    lazy(r"[Ss]tarting training from iteration (?P<n>\d{1,20})"),  # detectron2
+    lazy(r"\bstep:\s{0,4}(?P<n>\d{1,20})\b"),  # torchtitan; YAML-ish "step: 12" in any indentation
+    lazy(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d{1,20})"),  # {'step': 50}
+    lazy(r"\bSteps:\s{0,2}(?P<n>\d{1,20})\b"),
+    lazy(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})(?:\s{0,2}/\s{0,2}\d{1,20})?\b(?![.%])"),
+    lazy(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})\s{0,2}/\s{0,2}\d{1,20}\b"),  # Iter 120/500
+    lazy(r"^\s{0,4}(?P<n>\d{1,20})/\d{1,20} \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
     # HF Trainer's notebook progress as text: "[ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]" (its eval bar has no Epoch)
-    regex.compile(r"^\s{0,4}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20} [\d:]{4,12} < [\d:]{4,12}, [\d.]{1,12} (?:it/s|s/it), Epoch [\d.]{1,20}/\d{1,20}\]"),
+    lazy(r"^\s{0,4}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20} [\d:]{4,12} < [\d:]{4,12}, [\d.]{1,12} (?:it/s|s/it), Epoch [\d.]{1,20}/\d{1,20}\]"),
 )
 # A progress indicator or banner that names an evaluation loop: HF/Lightning/detectron2/mmengine/tqdm.
-EVAL_BANNER = regex.compile(
+EVAL_BANNER = lazy(
     r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
     r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
     r"\b[^|\n%]{0,60}?\d{1,3}%\|"
 )
-SAVE_BANNER = regex.compile(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
+SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights")
-TRAIN_BANNER = regex.compile(
+TRAIN_BANNER = lazy(
     r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining started\b"
     r"|[Ss]tarting training from iteration|\bStart training\b"
 )
-FRAME = regex.compile(
+FRAME = lazy(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func>[\w<>.]+)'  # CPython
     r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab (before IPython 8)
     r"|^<ipython-input-[\w-]{1,80}> in (?P<cellfunc><module>|\w+)"  # a notebook cell (before IPython 8)
@@ -61,8 +62,8 @@ FRAME = regex.compile(
     r"|^(?P<cell8>Cell In\[\d{1,6}\]), line \d{1,20}"  # IPython 8+: the notebook cell itself
 )
 # The code lines under a frame header: CPython indents one statement; IPython numbers several ("----> 5 ...").
-CODE_CALL = regex.compile(r"(?:^|[\s.=(\[])(?P<name>[A-Za-z_]\w{0,60})\(")
-IPY_CODE = regex.compile(r"^\s*(?:-*>\s*)?\d{1,6}\s(?P<code>.*)$")
+CODE_CALL = lazy(r"(?:^|[\s.=(\[])(?P<name>[A-Za-z_]\w{0,60})\(")
+IPY_CODE = lazy(r"^\s*(?:-*>\s*)?\d{1,6}\s(?P<code>.*)$")
 
 
 def frame_func(m: regex.Match[str]) -> str:
@@ -321,14 +322,14 @@ def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int 
 
 _PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("evaluat", "validat", "inference")),
                      ("generate", ("generate",)), ("train", ("train_", "training", "_train")))
-NON_TRAIN_BAR = regex.compile(
+NON_TRAIN_BAR = lazy(
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|%]{0,80}\d{1,3}%[|\s]"
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
-MESSAGE_SAVE = regex.compile(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b")
-INIT_BANNER = regex.compile(r"Loading checkpoint shards|Loading model|Initializing model|Creating model|loading weights")
+MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b")
+INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Initializing model|Creating model|loading weights")
 
 
 def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 300) -> list[tuple[str, Line]]:
@@ -356,8 +357,8 @@ def _phase_of_name(name: str) -> list[str]:
     return phases
 
 
-OPTIMIZER_PACKAGE = regex.compile(r"/(?:torch/optim|optimizers?|bitsandbytes/optim)/")  # any frame in these
-OPTIMIZER_FILE = regex.compile(r"_optimizer\.py\b|/zero/stage")  # their step() or constructor
+OPTIMIZER_PACKAGE = lazy(r"/(?:torch/optim|optimizers?|bitsandbytes/optim)/")  # any frame in these
+OPTIMIZER_FILE = lazy(r"_optimizer\.py\b|/zero/stage")  # their step() or constructor
 OPTIMIZER_FUNCS = frozenset({"initialize_optimizer_states", "optimizer_step", "_optimizer_step", "_do_optimizer_step",
                              "_init_group", "_single_tensor_adamw", "_multi_tensor_adamw", "_single_tensor_adam",
                              "_multi_tensor_adam", "_fused_adamw", "_fused_adam"})
@@ -367,18 +368,18 @@ FORWARD_FUNCS = frozenset({"forward", "_call_impl", "_wrapped_call_impl", "train
                            "compute_loss", "_training_step", "closure", "_forward"})
 BACKWARD_FUNCS = frozenset({"backward", "run_backward", "_engine_run_backward"})
 # The failing statement (a traceback's code line) allocates an attention key/value cache.
-KV_STATEMENT = regex.compile(
+KV_STATEMENT = lazy(
     r"\b(?:kv_cache|kv_buffer|key_buffer|value_buffer|k_cache|v_cache|key_cache|value_cache|kv_pool|past_key_values)\b"
     r"|\bKVCache\b"
 )
 
 
 # The failing statement or innermost frame computes attention scores (batch × heads × seq² of them).
-ATTENTION_STATEMENT = regex.compile(
+ATTENTION_STATEMENT = lazy(
     r"softmax\(|scaled_dot_product_attention|torch\.(?:bmm|matmul|baddbmm)\([^)]{0,80}(?:key|k)\b|@\s?(?:key|k)\.transpose"
     r"|\battn_weights\s?=|\battention_scores\s?=|\bscores\s?=\s?torch\.(?:matmul|bmm)"
 )
-ATTENTION_FUNCS = regex.compile(r"(?:^|_)(?:attn|attention)(?:_|$)|^_?(?:eager|sdpa|math)_attention|^_scaled_dot_product", regex.I)
+ATTENTION_FUNCS = lazy(r"(?:^|_)(?:attn|attention)(?:_|$)|^_?(?:eager|sdpa|math)_attention|^_scaled_dot_product", regex.I)
 
 
 def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line | None:
@@ -459,7 +460,7 @@ def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
 
 
 # XLA names the jitted function in its op names: "pjit(train_step)", "jit(eval_step)/..."
-JIT_NAME = regex.compile(r"\b(?:p?jit|pmap|xmap)\((?P<name>\w{1,80})\)")
+JIT_NAME = lazy(r"\b(?:p?jit|pmap|xmap)\((?P<name>\w{1,80})\)")
 
 
 def phase_from_jit(text: str) -> str | None:
@@ -504,36 +505,36 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "tensor_parallel": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel_degree"),
 }
 _ALIAS_TO_KEY = {a: k for k, aliases in CONFIG_ALIASES.items() for a in aliases}
-CONFIG_KV = regex.compile(
+CONFIG_KV = lazy(
     r"(?<![\w.])-{0,2}(?P<key>" + "|".join(sorted(map(regex.escape, _ALIAS_TO_KEY), key=len, reverse=True)) + r")"
     r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\.{3,}\s{1,3}|\s(?=\S))['\"]?(?P<value>[\w./@:+-]{1,200})"
 )
 # Parameter counts: PEFT's print_trainable_parameters, HF Trainer's banner, Lightning's summary, Megatron.
-PEFT_PARAMS = regex.compile(r"trainable params: (?P<trainable>\d[\d,]{0,20}) \|\| all params: (?P<total>\d[\d,]{0,20})")
-HF_PARAMS = regex.compile(r"Number of trainable parameters = (?P<trainable>\d[\d,]{0,20})")
-LIGHTNING_PARAMS = regex.compile(r"^\s{0,8}(?P<n>\d{1,4}(?:\.\d{1,3})?) (?P<unit>[KMBT]) {1,10}(?P<what>Trainable|Total) params")
-MEGATRON_PARAMS = regex.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d{1,20}, \d{1,20}\): (?P<total>\d{1,15})")
+PEFT_PARAMS = lazy(r"trainable params: (?P<trainable>\d[\d,]{0,20}) \|\| all params: (?P<total>\d[\d,]{0,20})")
+HF_PARAMS = lazy(r"Number of trainable parameters = (?P<trainable>\d[\d,]{0,20})")
+LIGHTNING_PARAMS = lazy(r"^\s{0,8}(?P<n>\d{1,4}(?:\.\d{1,3})?) (?P<unit>[KMBT]) {1,10}(?P<what>Trainable|Total) params")
+MEGATRON_PARAMS = lazy(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d{1,20}, \d{1,20}\): (?P<total>\d{1,15})")
 _COUNT_UNIT = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
-ZERO_STAGE = regex.compile(r"['\"]?(?:zero_optimization['\"]?:\s{0,3}\{[^}]{0,200}?['\"]stage['\"]:\s{0,3}|ZeRO[ -][Ss]tage\s{0,3}|zero[_ ]stage['\"]?\s{0,3}[:=]\s{0,3})(?P<stage>[0-3])\b")
-OFFLOAD = regex.compile(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
-LORA = regex.compile(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
+ZERO_STAGE = lazy(r"['\"]?(?:zero_optimization['\"]?:\s{0,3}\{[^}]{0,200}?['\"]stage['\"]:\s{0,3}|ZeRO[ -][Ss]tage\s{0,3}|zero[_ ]stage['\"]?\s{0,3}[:=]\s{0,3})(?P<stage>[0-3])\b")
+OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
+LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
 STACKS: dict[str, regex.Pattern[str]] = {
-    "hf_trainer": regex.compile(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}|trainer\.py"),
-    "accelerate": regex.compile(r"\baccelerate[/.]|Distributed environment:|accelerate launch"),
-    "deepspeed": regex.compile(r"\bdeepspeed\b|DeepSpeed|ds_config|zero_optimization", regex.I),
-    "fsdp": regex.compile(r"\bFSDP\b|FullyShardedDataParallel|fully_shard|fsdp_config|FSDPOption"),
-    "axolotl": regex.compile(r"\baxolotl\b"),
-    "llama_factory": regex.compile(r"llamafactory|LLaMA-Factory|llmtuner", regex.I),
-    "lightning": regex.compile(r"pytorch_lightning|lightning[/.](?:pytorch|fabric)|Validation DataLoader|LightningModule"),
-    "trl": regex.compile(r"\btrl[/.]|GRPOTrainer|SFTTrainer|DPOTrainer|PPOTrainer|GRPOConfig"),
-    "torchtitan": regex.compile(r"torchtitan"),
-    "megatron": regex.compile(r"megatron", regex.I),
-    "vllm": regex.compile(r"\bvllm\b", regex.I),
-    "jax": regex.compile(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
-    "tensorflow": regex.compile(r"tensorflow|keras", regex.I),
+    "hf_trainer": lazy(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}|trainer\.py"),
+    "accelerate": lazy(r"\baccelerate[/.]|Distributed environment:|accelerate launch"),
+    "deepspeed": lazy(r"\bdeepspeed\b|DeepSpeed|ds_config|zero_optimization", regex.I),
+    "fsdp": lazy(r"\bFSDP\b|FullyShardedDataParallel|fully_shard|fsdp_config|FSDPOption"),
+    "axolotl": lazy(r"\baxolotl\b"),
+    "llama_factory": lazy(r"llamafactory|LLaMA-Factory|llmtuner", regex.I),
+    "lightning": lazy(r"pytorch_lightning|lightning[/.](?:pytorch|fabric)|Validation DataLoader|LightningModule"),
+    "trl": lazy(r"\btrl[/.]|GRPOTrainer|SFTTrainer|DPOTrainer|PPOTrainer|GRPOConfig"),
+    "torchtitan": lazy(r"torchtitan"),
+    "megatron": lazy(r"megatron", regex.I),
+    "vllm": lazy(r"\bvllm\b", regex.I),
+    "jax": lazy(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
+    "tensorflow": lazy(r"tensorflow|keras", regex.I),
 }
 # TrainingArguments prints every field, used or not: `deepspeed=None`, `fsdp=[]`, `fsdp_config={...}`.
-ARG_DUMP = regex.compile(r"^\s{0,8}(?P<name>deepspeed|fsdp\w{0,40})\s{0,2}=\s{0,2}(?P<value>.{0,400}?),?\s*$")
+ARG_DUMP = lazy(r"^\s{0,8}(?P<name>deepspeed|fsdp\w{0,40})\s{0,2}=\s{0,2}(?P<value>.{0,400}?),?\s*$")
 _UNSET = frozenset({"None", "[]", "''", '""', "False", "", "{}"})
 
 
@@ -610,7 +611,7 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
     return cfg
 
 
-DIGITS = regex.compile(r"\d{1,40}")
+DIGITS = lazy(r"\d{1,40}")
 BARREN_SHAPES = 4096  # shapes remembered per source
 
 
@@ -643,25 +644,25 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
 
 
 # ---- per-step memory ---------------------------------------------------------------------------------
-DS_MEMORY = regex.compile(
+DS_MEMORY = lazy(
     r"MA (?P<ma>\d{1,20}(?:\.\d{1,20})?) GB\s+Max_MA (?P<maxma>\d{1,20}(?:\.\d{1,20})?) GB\s+CA (?P<ca>\d{1,20}(?:\.\d{1,20})?) GB\s+Max_CA (?P<maxca>\d{1,20}(?:\.\d{1,20})?) GB"
 )
-MEGATRON_MEMORY = regex.compile(
+MEGATRON_MEMORY = lazy(
     r"\(after (?P<step>\d{1,20}) iterations\) memory \(MB\) \| allocated: (?P<a>[\d.]+) \| max allocated: (?P<ma>[\d.]+)"
     r" \| reserved: (?P<r>[\d.]+) \| max reserved: (?P<mr>[\d.]+)"
 )
-TITAN_MEMORY = regex.compile(r"\bstep:\s{0,4}(?P<step>\d{1,20})\b.{0,200}?\bmemory:\s{0,4}(?P<mem>\d{1,20}(?:\.\d{1,20})?)\s?(?P<unit>GiB|MiB)")
+TITAN_MEMORY = lazy(r"\bstep:\s{0,4}(?P<step>\d{1,20})\b.{0,200}?\bmemory:\s{0,4}(?P<mem>\d{1,20}(?:\.\d{1,20})?)\s?(?P<unit>GiB|MiB)")
 # Hand-written and library memory prints: torch.cuda.memory_allocated()/max_memory_allocated()/memory_reserved()
 # with any unit, detectron2's max_mem, Lightning DeviceStatsMonitor keys, "Allocated memory: 12.3 GB".
-HAND_MEMORY = regex.compile(
+HAND_MEMORY = lazy(
     r"(?P<key>max_memory_allocated|memory_allocated|max_memory_reserved|memory_reserved|max_mem|allocated_bytes\.all\.current"
     r"|reserved_bytes\.all\.current|[Aa]llocated(?: memory| mem)?|[Rr]eserved(?: memory| mem)?|GPU mem(?:ory)?(?: used)?)"
     r"(?:\(\))?['\"]?\s{0,3}[:=]?\s{0,3}(?P<v>\d{1,12}(?:\.\d{1,6})?(?:[eE][+-]?\d{1,2})?)\s{0,2}"
     r"(?P<unit>[KMGT]i?B|[KMGT](?![a-zA-Z])|bytes|B\b)?"
 )
-OOM_TEXT = regex.compile(r"out of memory|Tried to allocate|OutOfMemory|OOM when allocating|RESOURCE_EXHAUSTED", regex.I)
+OOM_TEXT = lazy(r"out of memory|Tried to allocate|OutOfMemory|OOM when allocating|RESOURCE_EXHAUSTED", regex.I)
 _HAND_UNIT = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB", "bytes": "B", "B": "B"}
-HF_MEMORY = regex.compile(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d{1,20}(?:\.\d{1,20})?)")
+HF_MEMORY = lazy(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d{1,20}(?:\.\d{1,20})?)")
 
 
 class SampleSeries:
@@ -757,9 +758,9 @@ def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None
 # ---- ranks -------------------------------------------------------------------------------------------
 # Where a log names the failing rank without a line prefix: torch.multiprocessing.spawn's failure header,
 # Lightning-style "[rank: 3]" / "(rank: 3/8)" banners, "on rank 3" in warnings and errors.
-SPAWN_HEADER = regex.compile(r"-- Process (?P<rank>\d{1,6}) terminated with the following error")
-RANK_BANNER = regex.compile(r"[\[(]rank:?\s{0,2}(?P<rank>\d{1,6})(?:\s{0,2}/\s{0,2}\d{1,6})?[\])]", regex.I)
-ON_RANK = regex.compile(r"\bon (?:global )?rank (?P<rank>\d{1,6})\b", regex.I)
+SPAWN_HEADER = lazy(r"-- Process (?P<rank>\d{1,6}) terminated with the following error")
+RANK_BANNER = lazy(r"[\[(]rank:?\s{0,2}(?P<rank>\d{1,6})(?:\s{0,2}/\s{0,2}\d{1,6})?[\])]", regex.I)
+ON_RANK = lazy(r"\bon (?:global )?rank (?P<rank>\d{1,6})\b", regex.I)
 RANK_LOOKBACK_LINES = 40  # a spawn header sits just above the traceback it introduces
 
 

@@ -15,6 +15,7 @@ import regex
 from oomdoctor.parse import context as ctx
 from oomdoctor.parse import formats as P
 from oomdoctor.parse import summary as memory_summary
+from oomdoctor.parse.lazyregex import lazy
 from oomdoctor.parse.messages import CLASSIFY_CHARS, Classified, classify
 from oomdoctor.parse.messages import era as message_era
 from oomdoctor.parse.messages import figures as message_figures
@@ -53,17 +54,17 @@ HEADER_REACH_LINES = 600
 # A DataLoader worker that "exited unexpectedly" after a segfault or bus error report this near is not an OOM kill.
 WORKER_REPORT_BACK_LINES = 20
 # Bounded wildcards only: a line of many repeated heads must not cost (heads x line length).
-_COMPLETE = regex.compile(
+_COMPLETE = lazy(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \([^\n]{0,400}?pool"
     r"|memory fraction\)\s{0,40}:\s{0,4}\d"  # cudaMallocAsync's last figure
 )
 # A continuation that starts a new labelled figure ("Currently allocated     : 9.43 GiB") is a new line of the
 # message, not the rest of a hard-wrapped one.
-_LABEL_LINE = regex.compile(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s")
-_NEW_RECORD = regex.compile(
+_LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s")
+_NEW_RECORD = lazy(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
 )
-_RUN_START = regex.compile(
+_RUN_START = lazy(
     r"\*{5} Running training \*{5}|Loading checkpoint shards:\s+0%|torch\.distributed\.run|Setting ds_accelerator"
 )
 
@@ -128,7 +129,7 @@ def _implausible(f: dict) -> tuple[str, ...]:
     return tuple(bad)
 
 
-_SQUEEZE = regex.compile(r"[ \t]{2,}|[*`]+|(?<=\s)> ")  # whitespace runs, markdown emphasis, quote markers
+_SQUEEZE = lazy(r"[ \t]{2,}|[*`]+|(?<=\s)> ")  # whitespace runs, markdown emphasis, quote markers
 
 
 def _squeeze(text: str, offsets: list[int]) -> tuple[str, list[int]]:
@@ -211,7 +212,7 @@ def _superseded(lines: Sequence[Line], i: int, c: Classified) -> bool:
     return False
 
 
-_OOM_MESSAGE = regex.compile(r"OutOfMemoryError:|out of memory|Tried to allocate")
+_OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate")
 
 
 def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:

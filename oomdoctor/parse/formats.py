@@ -6,7 +6,7 @@ and are written without nested quantifiers so they stay linear on hostile text.
 
 from __future__ import annotations
 
-import regex
+from oomdoctor.parse.lazyregex import lazy
 
 SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
 _DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU)"
@@ -18,14 +18,14 @@ _HINT_TAIL = r"(?P<hint>\s*If reserved(?:(?!(?:[A-Z]{2,4} )?out of memory)[^\n])
 # The head, or nothing but the start of the text: a log collector may have cut the head off ("Tried to
 # allocate ... (GPU 0; ...)" alone), but another error's "Tried to allocate" clause is not an OOM.
 _HEAD = r"(?:" + _DEV + r" out of memory\.\s|(?<=^[\s.…>]{0,8}))"
-CACHING_1_0 = regex.compile(
+CACHING_1_0 = lazy(
     _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(GPU (?P<gpu>\d{0,6}); "
     r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?P<free>" + SIZE + r") free; (?P<cached>" + SIZE + r") cached\)"
 )
 # 1.4-2.0: "...; F free; [X allowed; ]R reserved in total by PyTorch)" (+ max_split_size_mb hint from 1.10).
 # Ascend NPU builds add "X current active;".
-CACHING_1_4 = regex.compile(
+CACHING_1_4 = lazy(
     _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\((?:GPU|NPU)\s{1,2}(?P<gpu>\d{0,6}); "
     r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?:" + SIZE + r" current active; )?(?:(?P<free>" + SIZE + r") free; )?(?:(?P<allowed>" + SIZE + r") allowed; )?"
@@ -34,7 +34,7 @@ CACHING_1_4 = regex.compile(
 # 2.1+ ("capacty" typo in 2.1): ". GPU N has a total capacity of T of which F is free. <processes>
 # [X allowed; ]Of the allocated memory A is allocated by PyTorch, [with P allocated in private pools
 # (e.g., CUDA Graphs), ]and U is reserved by PyTorch but unallocated." + hint (env var differs per era).
-CACHING_2_1 = regex.compile(
+CACHING_2_1 = lazy(
     _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d{0,6})\x00? ?has a "
     r"total (?P<capword>capacity|capacty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?\.\s?"
     r"(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE + r" memory in use\.\s?){0,64})"
@@ -43,12 +43,12 @@ CACHING_2_1 = regex.compile(
     r"(?:with (?P<private>" + SIZE + r") allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
     r"and (?P<unallocated>" + SIZE + r") is reserved by PyTorch but unallocated\." + _HINT_TAIL
 )
-PROCESS_CLAUSE = regex.compile(
+PROCESS_CLAUSE = lazy(
     r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory in use"
 )
 # Any caching-allocator message whose full form did not match (truncated at a NUL device index, cut by a
 # log collector, an unknown future era): the request is still known.
-CACHING_ANY = regex.compile(
+CACHING_ANY = lazy(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
     r"(?:\.? ?\(?GPU (?P<gpu>\d{1,6})(?!\d))?"
 )
@@ -56,7 +56,7 @@ CACHING_ANY = regex.compile(
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
 # 7.12 MiB\nPyTorch limit (set by user-supplied memory fraction)\n                        : 17179869184.00 GiB" (unset).
-MALLOC_ASYNC = regex.compile(
+MALLOC_ASYNC = lazy(
     r"Allocation on device (?P<gpu>\d{1,6})(?!\d) would exceed allowed memory\. \(out of memory\)"
     r"(?:\s{0,4}Currently allocated\s{0,8}:\s{0,4}(?P<allocated>" + SIZE + r"))?"
     r"(?:\s{0,4}Requested\s{0,20}:\s{0,4}(?P<requested>" + SIZE + r"))?"
@@ -66,77 +66,77 @@ MALLOC_ASYNC = regex.compile(
 )
 # PaddlePaddle: "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate X memory on GPU 0,
 # Y memory has been allocated and available memory is only Z."
-PADDLE = regex.compile(
+PADDLE = lazy(
     r"Out of memory error on GPU (?P<gpu>\d{1,6})\.\s{0,4}Cannot allocate (?P<requested>" + SIZE + r") memory on GPU \d{1,20},\s{0,4}"
     r"(?P<allocated>" + SIZE + r") memory has been allocated and available memory is only (?P<free>" + SIZE + r")"
 )
 # TensorFlow's BFC allocator warns with the same words when it only lost some speed: not a failure.
-TF_NOT_A_FAILURE = regex.compile(r"The caller indicates that this is not a failure")
+TF_NOT_A_FAILURE = lazy(r"The caller indicates that this is not a failure")
 # Pre-1.0 THC: "cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/..."
-THC_PRE_1_0 = regex.compile(r"cuda runtime error \(2\) : out of memory")
-CUDA_ERROR = regex.compile(
+THC_PRE_1_0 = lazy(r"cuda runtime error \(2\) : out of memory")
+CUDA_ERROR = lazy(
     r"(?:CUDA error|CUDA driver error|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation)(?::)? ?(?:out of memory)?"
 )
-CUDA_ERROR_STRICT = regex.compile(
+CUDA_ERROR_STRICT = lazy(
     r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b[^\n]{0,400}?from device)"
     r"|CUDA Error: out of memory at \S{1,300}:\d{1,9}"  # C++ extensions' own check (vLLM's cumem_allocator.cpp)
     r"|CUDA runtime error: out of memory"  # FasterTransformer / TurboMind check_cuda_error: "[TM][ERROR] CUDA runtime error: ..."
 )
 # A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
 # call last)". It is the failure only when the message itself was not kept (the cell's output was cut).
-IPYTHON_OOM_HEADER = regex.compile(r"^\s{0,4}(?:torch\.(?:cuda\.)?)?OutOfMemoryError\s{2,200}Traceback \(most recent call last\)")
+IPYTHON_OOM_HEADER = lazy(r"^\s{0,4}(?:torch\.(?:cuda\.)?)?OutOfMemoryError\s{2,200}Traceback \(most recent call last\)")
 # The DataLoader's own report of a worker that died without a Python exception; the kernel's OOM killer is the
 # common cause (a segfault or bus error prints its own line first, see DATALOADER_NOT_OOM).
-DATALOADER_EXIT = regex.compile(r"DataLoader worker \(pid\(s\) [\d, ]{1,200}\) exited unexpectedly")
-DATALOADER_NOT_OOM = regex.compile(
+DATALOADER_EXIT = lazy(r"DataLoader worker \(pid\(s\) [\d, ]{1,200}\) exited unexpectedly")
+DATALOADER_NOT_OOM = lazy(
     r"Unexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker"
     r"|killed by signal: (?!Killed)"
 )
-CUBLAS = regex.compile(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
-NCCL = regex.compile(r"(?:NCCL WARN )?Cuda failure(?: \d{1,20})? '?out of memory'?|ncclSystemError.{0,80}out of memory")
-MPS = regex.compile(
+CUBLAS = lazy(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
+NCCL = lazy(r"(?:NCCL WARN )?Cuda failure(?: \d{1,20})? '?out of memory'?|ncclSystemError.{0,80}out of memory")
+MPS = lazy(
     r"MPS backend out of memory \(MPS allocated: (?P<allocated>" + SIZE + r"), other allocations: (?P<other>" + SIZE
     + r")(?:, max allowed: (?P<total>" + SIZE + r"))?\)\. Tried to allocate (?P<requested>" + SIZE
     + r") on (?P<pool>shared|private) pool"
 )
-XLA_BYTES = regex.compile(
+XLA_BYTES = lazy(
     r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory (?:while )?trying to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
 )
-XLA_HBM = regex.compile(
+XLA_HBM = lazy(
     r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<used>\d{1,20}(?:\.\d{1,20})?[KMGT]?) of (?P<limit>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \w+"
 )
-XLA_ANY = regex.compile(r"RESOURCE_EXHAUSTED:?[^\n]{0,200}?(?:[Oo]ut of memory|ran out of memory|Ran out of memory)")
+XLA_ANY = lazy(r"RESOURCE_EXHAUSTED:?[^\n]{0,200}?(?:[Oo]ut of memory|ran out of memory|Ran out of memory)")
 # TensorFlow's BFC allocator: "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB (rounded to …)";
 # TF 1.x before the allocator was named: "Ran out of memory trying to allocate 193.0KiB.  See logs for memory state."
-BFC_RAN_OUT = regex.compile(
+BFC_RAN_OUT = lazy(
     r"(?:Allocator \((?P<allocator>\w+)\) ran|Ran) out of memory trying to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?(?:[KMGT]i?B|[KMGT]|B)?)"
     r"(?: \(rounded to (?P<rounded>\d{1,20})\))?"
 )
-BFC_STAT = regex.compile(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d{1,20})\s*$")
-TF_OOM = regex.compile(
+BFC_STAT = lazy(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d{1,20})\s*$")
+TF_OOM = lazy(
     r"OOM when allocating tensor (?:(?:with|of) shape\s?\[?(?P<shape>[\d, ]*)\]? and type (?P<dtype>\w+) )?"
     r"(?:on (?P<device>[\w:/]+) )?(?:by allocator (?P<allocator>\w+))?"
 )
-STREAM_EXECUTOR_OOM = regex.compile(
+STREAM_EXECUTOR_OOM = lazy(
     r"failed to allocate (?P<pretty>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \((?P<requested>\d{1,20}) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY"
 )
-KV_CACHE = regex.compile(
+KV_CACHE = lazy(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV cache \((?P<tokens>\d{1,20})\)"
     r"|(?P<need>\d{1,20}(?:\.\d{1,20})? ?GiB) KV cache is needed, which is larger than the available KV cache memory \((?P<avail>\d{1,20}(?:\.\d{1,20})? ?GiB)\)"
     r"|[Ii]nsufficient (?:memory for )?KV cache"
 )
-CPU_ALLOC = regex.compile(
+CPU_ALLOC = lazy(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
     r"(?:(?P<requested>\d{1,20}) bytes|(?P<gb>\d{1,20})GB)"
 )
 # NumPy (1.17+): "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 315. GiB for an array with shape
 # (10000, 100, 84480) and data type float32"; before 1.17 without the size: "Unable to allocate array with shape ...".
-NUMPY_ALLOC = regex.compile(
+NUMPY_ALLOC = lazy(
     r"Unable to allocate (?:(?P<size>\d{1,20}(?:\.\d{0,6})?\s?(?:bytes|[KMGTPE]iB)) for )?(?:an )?array with shape "
     r"\((?P<shape>[\d, ]{0,200})\) and data type (?P<dtype>\w{1,20})"
 )
-HOST_KILL = regex.compile(
+HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
     r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
@@ -147,16 +147,16 @@ HOST_KILL = regex.compile(
     r"|task \d{1,20}: Out Of Memory|exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
 )
 # Not kills: "Killed 3 stale workers", "SIGKILL" in a shutdown notice of a healthy run.
-HOST_KILL_NOT = regex.compile(r"Killed \d{1,20} |Sending process \d{1,20} closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
+HOST_KILL_NOT = lazy(r"Killed \d{1,20} |Sending process \d{1,20} closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
 
 # Pieces of context (used by oomdoctor.parse.context).
-TORCH_VERSION = regex.compile(
+TORCH_VERSION = lazy(
     r"(?:(?<![\w/.])torch(?:==|\s+version\s*[:=]?\s*|:\s*|\s+)|PyTorch version\s*:\s*|torch\.__version__\s*[:=]\s*)"
     r"v?(?P<version>\d{1,20}\.\d{1,20}(?:\.\d{1,20})?(?:[+.][\w.]+)?)"
 )
-ALLOC_CONF = regex.compile(
+ALLOC_CONF = lazy(
     r"(?P<var>PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF)['\"]?\s*[:=]\s*['\"]?(?P<value>[\w:,.\[\]>]+)"
 )
-ROOT_CAUSE = regex.compile(r"Root Cause \(first observed failure\)")
-ROOT_RANK = regex.compile(r"^\s*rank\s*:\s*(?P<rank>\d{1,20})")
-NCCL_CALLOC = regex.compile(r"Failed to CUDA (?:calloc|malloc|host alloc) (?P<requested>\d{1,20}) bytes")
+ROOT_CAUSE = lazy(r"Root Cause \(first observed failure\)")
+ROOT_RANK = lazy(r"^\s*rank\s*:\s*(?P<rank>\d{1,20})")
+NCCL_CALLOC = lazy(r"Failed to CUDA (?:calloc|malloc|host alloc) (?P<requested>\d{1,20}) bytes")

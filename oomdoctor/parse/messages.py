@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, TypeAlias
 import regex
 
 from oomdoctor.parse import formats as P
+from oomdoctor.parse.lazyregex import lazy
 from oomdoctor.parse.model import OtherProcess
 from oomdoctor.units import GIB, UnitError, parse_size, to_bytes
 
@@ -26,7 +27,7 @@ DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "c
 TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
                   "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1,
                   "uint16": 2, "uint32": 4, "uint64": 8, "complex128": 16, "float128": 16}
-_GPU_INDEX = regex.compile(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
+_GPU_INDEX = lazy(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
 
 _OOM_WORDS = ("out of memory", "Tried to allocate")
 _XLA_WORDS = ("RESOURCE_EXHAUSTED", "esource exhausted", "ran out of memory", "Ran out of memory")

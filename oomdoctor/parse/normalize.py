@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 import regex
 
-ANSI = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+from oomdoctor.parse.lazyregex import lazy
+
+ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 # Rank prefixes a launcher puts before each line of a worker (the rank is recorded).
-RANK_PREFIX = regex.compile(
+RANK_PREFIX = lazy(
     r"""^(?:
         \[(?:rank|default)(?P<r1>\d{1,5})\]:\s?          # torchrun: [rank3]: / --tee: [default3]:
       | rank(?P<r2>\d{1,5}):\s                           # rank3: text
@@ -19,7 +21,7 @@ RANK_PREFIX = regex.compile(
     regex.VERBOSE,
 )
 # Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
-LOG_PREFIX = regex.compile(
+LOG_PREFIX = lazy(
     r"""^(?:
         \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                       # [12:00:00]

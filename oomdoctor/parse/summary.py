@@ -11,16 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import regex
-
+from oomdoctor.parse.lazyregex import lazy
 from oomdoctor.parse.model import Evidence, OOMEvent
 from oomdoctor.parse.normalize import Line
 from oomdoctor.units import to_bytes
 
-HEAD = regex.compile(r"PyTorch CUDA memory summary, device ID (?P<device>\d{1,3})")
-COUNTS = regex.compile(r"CUDA OOMs: (?P<ooms>\d{1,9})\s*\|\s*cudaMalloc retries: (?P<retries>\d{1,9})")
+HEAD = lazy(r"PyTorch CUDA memory summary, device ID (?P<device>\d{1,3})")
+COUNTS = lazy(r"CUDA OOMs: (?P<ooms>\d{1,9})\s*\|\s*cudaMalloc retries: (?P<retries>\d{1,9})")
 _SIZE = r"(?P<{0}>\d{{1,12}}) (?P<{0}_unit>B|KiB|MiB|GiB|TiB|PiB|KB|MB|GB|TB|PB)"  # 1.x printed KB/MB/GB, base 1024
-ROW = regex.compile(r"\|\s?(?P<metric>Allocated memory|Active memory|Requested memory|GPU reserved memory|"
+ROW = lazy(r"\|\s?(?P<metric>Allocated memory|Active memory|Requested memory|GPU reserved memory|"
                     r"Non-releasable memory)\s*\|\s*" + _SIZE.format("cur") + r"\s*\|\s*" + _SIZE.format("peak"))
 TABLE_LINES = 60  # a whole table, sub-pools included, is 40 lines
 REACH_LINES = 300  # a table this far from an OOM message is not about it
