@@ -6,11 +6,12 @@ from typing import Any, cast
 
 import regex
 
+# Bound onto the instance at the first compile, so later calls cost a plain attribute lookup (hot on dense logs).
+_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split", "groupindex", "groups")
+
 
 class LazyPattern:
     """A `regex` pattern that compiles itself the first time one of its methods is used."""
-
-    __slots__ = ("_compiled", "flags", "pattern")
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
         self.pattern, self.flags = pattern, flags
@@ -20,9 +21,11 @@ class LazyPattern:
     def compiled(self) -> regex.Pattern[str]:
         if self._compiled is None:
             self._compiled = regex.compile(self.pattern, self.flags)
+            for name in _METHODS:
+                setattr(self, name, getattr(self._compiled, name))
         return self._compiled
 
-    def __getattr__(self, name: str) -> Any:  # search, match, finditer, sub, groupindex, ...
+    def __getattr__(self, name: str) -> Any:  # only reached before the first compile, or for a rarer attribute
         return getattr(self.compiled, name)
 
     def __repr__(self) -> str:
