@@ -4,8 +4,9 @@ Only the dev side of the split in bench/accuracy.py is used (the held-out third 
 rule: how often it fired on an established-cause log (n), how often its category was the established one
 (precision), and how many logs of its category it caught (recall). The reliability table buckets the first
 diagnosis of each log by its stated confidence and shows how often that first category was right.
-`--fit` prints, and `--apply` writes, each rule's base `confidence:` pulled toward its observed precision
-(a Beta prior centred on the current value, worth PRIOR_WEIGHT logs, so one log cannot swing a rule).
+`--fit` prints, and `--apply` writes, each rule's base `confidence:` moved so that the confidence it states where
+it fires (base plus boosts) approaches its observed precision (a prior worth PRIOR_WEIGHT logs, so one log cannot
+swing a rule).
 """
 
 from __future__ import annotations
@@ -58,20 +59,25 @@ def cases(fixtures: Path, registry: dict, final: bool = False) -> list[Case]:
     return out
 
 
-def per_rule(all_cases: list[Case]) -> dict[str, tuple[int, int, int]]:
-    """rule -> (fired, right, category total)."""
+def per_rule(all_cases: list[Case]) -> dict[str, tuple[int, int, int, float]]:
+    """rule -> (fired, right, category total, sum of the confidence it stated where it fired)."""
     fired: dict[str, int] = defaultdict(int)
     right: dict[str, int] = defaultdict(int)
+    stated: dict[str, float] = defaultdict(float)
     category_of: dict[str, str] = {}
     for c in all_cases:
-        for rule, category, _ in {(r, cat, 0.0) for r, cat, _ in c.fired}:
+        best: dict[tuple[str, str], float] = {}
+        for rule, category, confidence in c.fired:  # a rule firing on several events of one log counts once
+            best[(rule, category)] = max(confidence, best.get((rule, category), 0.0))
+        for (rule, category), confidence in best.items():
             fired[rule] += 1
             right[rule] += category == c.label
+            stated[rule] += confidence
             category_of[rule] = category
     totals: dict[str, int] = defaultdict(int)
     for c in all_cases:
         totals[c.label] += 1
-    return {r: (fired[r], right[r], totals[category_of[r]]) for r in fired}
+    return {r: (fired[r], right[r], totals[category_of[r]], stated[r]) for r in fired}
 
 
 def reliability(all_cases: list[Case]) -> list[tuple[str, int, float, float]]:
@@ -86,9 +92,14 @@ def reliability(all_cases: list[Case]) -> list[tuple[str, int, float, float]]:
     return rows
 
 
-def fitted(current: float, n: int, right: int) -> float:
-    """The base confidence pulled toward the observed precision."""
-    return round((right + PRIOR_WEIGHT * current) / (n + PRIOR_WEIGHT), 2)
+FIT_RANGE = (0.05, 0.95)  # no base confidence of certainty either way
+
+
+def fitted(current: float, n: int, right: int, stated_sum: float) -> float:
+    """The base confidence moved so that what the rule states where it fires (base plus boosts) approaches its
+    observed precision; the boosts keep their relative weight. Without boosts this is the Beta-prior mean."""
+    moved = current + (right - stated_sum) / (n + PRIOR_WEIGHT)
+    return round(min(max(moved, FIT_RANGE[0]), FIT_RANGE[1]), 2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     changes: dict[Path, float] = {}
     for rule_id in sorted(registry):
         loaded = registry[rule_id]
-        n, right, total = stats.get(rule_id, (0, 0, 0))
+        n, right, total, stated_sum = stats.get(rule_id, (0, 0, 0, 0.0))
         prec = f"{right / n:.2f}" if n else "-"
         rec = f"{right / total:.2f}" if total else "-"
-        fit = fitted(loaded.rule.confidence, n, right) if n else loaded.rule.confidence
+        fit = fitted(loaded.rule.confidence, n, right, stated_sum) if n else loaded.rule.confidence
         print(f"{rule_id:40} {n:5} {right:5} {prec:>9} {rec:>7} {loaded.rule.confidence:5.2f} {fit:5.2f}")
         if n and fit != loaded.rule.confidence:
             changes[loaded.path] = fit

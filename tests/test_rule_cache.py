@@ -34,9 +34,10 @@ def test_a_second_load_comes_from_the_cache_and_equals_the_files(cache_dir, monk
 def test_editing_a_rule_file_changes_the_key(cache_dir, tmp_path):
     pack = tmp_path / "pack"
     shutil.copytree(DEFAULT_RULES_DIR / "capacity", pack)
-    assert load_rules([pack])["capacity-exhausted"].rule.confidence == 0.5
     rule_file = pack / "capacity-exhausted.yaml"
-    rule_file.write_text(rule_file.read_text().replace("confidence: 0.5\n", "confidence: 0.11\n"))
+    before = load_rules([pack])["capacity-exhausted"].rule.confidence
+    assert before != 0.11 and f"confidence: {before}\n" in rule_file.read_text()
+    rule_file.write_text(rule_file.read_text().replace(f"confidence: {before}\n", "confidence: 0.11\n"))
     assert load_rules([pack])["capacity-exhausted"].rule.confidence == 0.11
     assert len(list(cache_dir.glob("rules-*.json"))) == 2  # the pack before and after the edit
 
