@@ -101,6 +101,9 @@ def test_run_facts_from_namespace_and_hydra_dumps():
     assert c["bf16"] is True and c["gradient_checkpointing"] is False
     c = cfg("trainer:", "  precision: 16-mixed", "data:", "  batch_size: 8")
     assert c["per_device_train_batch_size"] == 8 and c["bf16"] is False
+    # torchvision's reference scripts: the model is `arch`; a flag's False names no model; -1 means unset
+    c = cfg("Namespace(arch='resnet152', batch_size=64, pretrained=False, world_size=-1, max_steps=-1)")
+    assert c["model_name"] == "resnet152" and "world_size" not in c and "max_steps" not in c
 
 
 def test_hand_written_memory_prints_become_samples():

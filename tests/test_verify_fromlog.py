@@ -75,3 +75,38 @@ def test_a_catalogued_model_is_replayed_with_its_own_architecture(tmp_path):
 
     write(str(log), out)
     assert load(out).config.workload.model == "hf"  # valid as written
+
+
+def test_a_resnet_log_replays_the_real_network_and_a_smaller_batch_fits(tmp_path):
+    # Issue 12's seed "a ResNet-152 at batch 64 with no AMP": the simulated replay of the log reproduces the OOM
+    # at the card's limit, and halving the batch fits.
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch and transformers (the [verify,integrations] extras)")
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-resnet152-batch64-fp32.log"
+    config, notes = build(str(log))
+    p = config["workload"]["params"]
+    assert (config["workload"]["model"], p["config"], p["batch"]) == ("hf", "resnet152", 64) and "seq_len" not in p
+    assert any("optimizer: not in the log" in n for n in notes) and not any(n.startswith("width") for n in notes)
+    cfg = tmp_path / "cfg.yaml"
+    from oomdoctor.verify.fromlog import write
+
+    write(str(log), cfg)
+    data = yaml.safe_load(cfg.read_text())
+    data.update(device="sim", fixes=["halve-batch", "gradient-checkpointing"])
+    cfg.write_text(yaml.safe_dump(data))
+    out = tmp_path / "result.json"
+    r = subprocess.run([sys.executable, "-m", "oomdoctor", "verify", "--config", str(cfg), "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    result = json.loads(out.read_text())
+    by_fix = {t["fix"]: t for t in result["trials"]}
+    assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
+    assert by_fix["halve-batch"]["fits"] is True
+    assert by_fix["gradient-checkpointing"]["verifiable"] is False  # transformers' ResNet has no checkpointing

@@ -110,3 +110,35 @@ def test_catalog_entries_build_to_their_published_size(name):
         model = transformers.AutoModelForCausalLM.from_config(config)
     billions = sum(p.numel() for p in model.parameters()) / 1e9
     assert billions == pytest.approx(PUBLISHED_BILLIONS[name], rel=0.02)
+
+
+# Published parameter counts of image classifiers (torchvision / model cards), in millions.
+PUBLISHED_MILLIONS = {"resnet50": 25.56, "resnet101": 44.55, "resnet152": 60.19,
+                      "google/vit-base-patch16-224": 86.57, "google/vit-large-patch16-224": 304.33}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_MILLIONS))
+def test_image_classifiers_build_to_their_published_size(name):
+    import transformers
+
+    keys = dict(from_catalog(name))
+    config = transformers.AutoConfig.for_model(keys.pop("model_type"), **keys)
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageClassification.from_config(config)
+    millions = sum(p.numel() for p in model.parameters()) / 1e6
+    assert millions == pytest.approx(PUBLISHED_MILLIONS[name], rel=0.01)
+
+
+def test_an_image_classifier_step_grows_with_batch_and_image_side():
+    def peak(**params):
+        from oomdoctor.verify.trial import run_sim
+
+        spec = {"device": "sim", "phase": "train", "steps": 1, "capacity_bytes": 64 * GIB, "alloc_conf": "",
+                "workload": {"kind": "hf", "params": {"config": "resnet50", "optimizer": "sgd", **params}}}
+        return run_sim(spec)["unlimited_peak_allocated_bytes"]
+
+    small, batch2, side2 = peak(batch=2, image_size=112), peak(batch=4, image_size=112), peak(batch=2, image_size=224)
+    weights = 25.56e6 * 4
+    # activations (above weights and grads) roughly double with the batch and quadruple with the image side
+    assert 1.6 < (batch2 - 2 * weights) / (small - 2 * weights) < 2.4
+    assert (side2 - 2 * weights) / (small - 2 * weights) > 2.5

@@ -494,7 +494,7 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),
     "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "n_gpu", "num_gpus"),
     "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id",
-                   "model_path", "pretrained"),
+                   "model_path", "pretrained", "arch"),  # arch: torchvision reference scripts (resnet152)
     "optimizer": ("optim", "optimizer"),
     "lora_r": ("lora_r", "lora_rank"),
     "max_steps": ("max_steps", "train_iters"),
@@ -558,16 +558,17 @@ def _config_value(key: str, raw: str):
         if key == "bf16" and low in ("16-mixed", "16", "fp16", "float16", "32", "32-true", "no", "fp32"):
             return False  # precision given, and it is not bf16 (fp16 is read from its own keys)
         return _BOOL.get(low)
-    if key in ("model_name", "optimizer"):
-        return raw if raw.lower() not in ("none", "null") else None
+    if key in ("model_name", "optimizer"):  # a flag's value (pretrained=False) names no model
+        return raw if raw.lower() not in ("none", "null", "true", "false", "") else None
     try:
-        return int(raw)
+        number: int | float = int(raw)
     except ValueError:
         try:
             f = float(raw)
-            return int(f) if f.is_integer() else f
         except ValueError:
             return None
+        number = int(f) if f.is_integer() else f
+    return number if number >= 0 else None  # -1 is "unset" (HF max_steps=-1, torchvision world_size=-1)
 
 
 def _count(raw: str) -> int:

@@ -22,6 +22,11 @@ _GEMMA = {"model_type": "gemma", "rms_norm_eps": 1e-6, "hidden_activation": "gel
 _GEMMA2 = {**_GEMMA, "model_type": "gemma2", "query_pre_attn_scalar": 256, "sliding_window": 4096,
            "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0}
 
+_RESNET = {"model_type": "resnet", "layer_type": "bottleneck", "embedding_size": 64,
+           "hidden_sizes": [256, 512, 1024, 2048], "hidden_act": "relu", "num_channels": 3, "num_labels": 1000}
+_VIT = {"model_type": "vit", "image_size": 224, "patch_size": 16, "num_channels": 3, "hidden_act": "gelu",
+        "qkv_bias": True, "layer_norm_eps": 1e-12, "num_labels": 1000}
+
 # (name pattern, config keys): each from the model's published config.json (architecture keys only).
 CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
     (r"llama-?2-7b", {**_LLAMA, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
@@ -84,7 +89,19 @@ CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
     (r"gpt2-large", {**_GPT2, "n_embd": 1280, "n_layer": 36, "n_head": 20}),
     (r"gpt2-medium", {**_GPT2, "n_embd": 1024, "n_layer": 24, "n_head": 16}),
     (r"gpt2", {**_GPT2, "n_embd": 768, "n_layer": 12, "n_head": 12}),
+    # Image classifiers (microsoft/resnet-*, google/vit-*-patch16-224); torchvision's "resnet152" is the same net.
+    (r"resnet-?50", {**_RESNET, "depths": [3, 4, 6, 3]}),
+    (r"resnet-?101", {**_RESNET, "depths": [3, 4, 23, 3]}),
+    (r"resnet-?152", {**_RESNET, "depths": [3, 8, 36, 3]}),
+    (r"vit-base-patch16-224", {**_VIT, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                               "intermediate_size": 3072}),
+    (r"vit-large-patch16-224", {**_VIT, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                                "intermediate_size": 4096}),
 )
+# model_type of the image classifiers above: their step feeds pixel_values and class labels, not tokens.
+IMAGE_CLASSIFIERS = frozenset({"resnet", "vit", "convnext", "swin", "deit", "beit", "regnet", "efficientnet"})
+# transformers models whose class says supports_gradient_checkpointing = False (checked on transformers 5.x)
+NO_CHECKPOINTING = frozenset({"resnet", "convnext"})
 _COMPILED = tuple((regex.compile(rf"(?<![\w.]){p}(?![\w.])|(?<![\w.]){p}-"), cfg) for p, cfg in CATALOG)
 
 

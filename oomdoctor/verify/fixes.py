@@ -12,6 +12,7 @@ from typing import Any
 
 from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
 from oomdoctor.verify.allocator import AllocConf
+from oomdoctor.verify.architectures import NO_CHECKPOINTING, from_catalog
 
 
 class NotApplicable(Exception):
@@ -39,6 +40,15 @@ def _set(v: Variant, **changes: Any) -> Variant:
                    changes={k: [before[k], changes[k]] for k in changes})
 
 
+def _model_type(params: dict[str, Any]) -> str | None:
+    """The transformers model_type of a `model: hf` workload named from the catalog or inline; else None."""
+    config = params.get("config")
+    if isinstance(config, dict):
+        return config.get("model_type")
+    found = from_catalog(config) if isinstance(config, str) else None
+    return found["model_type"] if found else None
+
+
 def halve_batch(v: Variant, phase: str) -> Variant:
     _need(v.params, "batch")
     batch = int(v.params["batch"])
@@ -52,6 +62,8 @@ def gradient_checkpointing(v: Variant, phase: str) -> Variant:
     if phase != "train":
         raise NotApplicable("checkpointing only changes memory when gradients are computed (phase: train)")
     _need(v.params, "gradient_checkpointing")
+    if _model_type(v.params) in NO_CHECKPOINTING:
+        raise NotApplicable(f"transformers' {_model_type(v.params)} models have no activation checkpointing")
     if v.params["gradient_checkpointing"]:
         raise NotApplicable("gradient checkpointing is already on")
     return _set(v, gradient_checkpointing=True)

@@ -34,11 +34,12 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
     d = derive(facts, index).values
     event = facts.events[index]
     notes: list[str] = []
+    assumed: dict[str, str] = {}  # param -> its note; kept only for the params the chosen workload uses
 
     def fact(name: str, param: str) -> Any:
         value = d.get(name)
         if value is None and param in DEFAULTS:
-            notes.append(f"{param}: not in the log, assumed {DEFAULTS[param]}")
+            assumed[param] = f"{param}: not in the log, assumed {DEFAULTS[param]}"
             return DEFAULTS[param]
         return value
 
@@ -76,11 +77,13 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
         notes.append("phase: not in the log, assumed train")
     fixes = [f.id for g in diagnose_with(facts, load_rules()) if g.event_index == index for f in g.fixes
              if f.id in VERIFIABLE]
-    workload, why_not = _hf_workload(d, params, phase)
+    workload, note = _hf_workload(d, params, phase)  # the note: why hf cannot replay it, or what hf assumed
     if workload is None:
         workload = {"model": "transformer", "params": params}
-        if why_not:
-            notes.append(why_not)
+    if note:
+        notes.append(note)
+    used = set(workload["params"])  # an hf replay takes the shape from the real architecture, not from defaults
+    notes[:0] = [note for param, note in assumed.items() if param in used]
     config: dict[str, Any] = {
         "workload": workload, "phase": phase, "device": "auto",
         "memory": memory, "fixes": list(dict.fromkeys(fixes)) or None,
@@ -98,13 +101,15 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
 
 
 def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple[dict[str, Any] | None, str | None]:
-    """`model: hf` when the log names a catalogued model and the replay needs nothing hf lacks; else why not."""
+    """`model: hf` when the log names a catalogued model and the replay needs nothing hf lacks (with a note on what
+    it assumed), else None and why not."""
     import importlib.util
 
-    from oomdoctor.verify.architectures import from_catalog
+    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, from_catalog
 
     name = d.get("model_name")
-    if not isinstance(name, str) or from_catalog(name) is None:
+    architecture = from_catalog(name) if isinstance(name, str) else None
+    if architecture is None:
         return None, None
     if importlib.util.find_spec("transformers") is None:
         return None, f"model: {name} is catalogued, but transformers is not installed: the built-in transformer " \
@@ -113,11 +118,21 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
                                        (f"phase {phase}", phase not in ("train", "eval"))) if used]
     if lacking:
         return None, f"model: {name}: the built-in transformer stands in ({', '.join(lacking)} not replayed for hf yet)"
-    hf = {"config": name, "seq_len": params["seq_len"], "batch": params["batch"], "grad_accum": params["grad_accum"]}
+    hf: dict[str, Any] = {"batch": params["batch"], "grad_accum": params["grad_accum"]}
+    if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
+        hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch"):
         if key in params:
             hf[key] = params[key]
-    return {"model": "hf", "params": hf}, None
+    optimizer = str(d.get("optimizer") or "").lower()
+    for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("adam", "adamw")):
+        if word in optimizer:
+            hf["optimizer"] = ours
+            break
+    else:
+        note = "optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"
+        return {"model": "hf", "params": {"config": name, **hf}}, note
+    return {"model": "hf", "params": {"config": name, **hf}}, None
 
 
 def _mib(n: int) -> str:

@@ -1,4 +1,4 @@
-"""The `workload: {model: hf}` step: a transformers causal LM built from its config, trained or evaluated for real.
+"""The `workload: {model: hf}` step: a transformers model built from its config, trained or evaluated for real.
 
 Built on the meta device (no memory), then materialised on the target device, so every parameter, gradient,
 optimizer state and activation is the library's own: its attention implementation, its MLP, its loss with
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from oomdoctor.verify.architectures import resolve
+from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, resolve
 from oomdoctor.verify.params import HFParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -36,10 +36,13 @@ def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> An
     keys = {**resolve(p.config, base_dir), **p.overrides}
     model_type = keys.pop("model_type")
     config = transformers.AutoConfig.for_model(model_type, **keys)
-    config._attn_implementation = p.attn_implementation
+    image = model_type in IMAGE_CLASSIFIERS
+    if not image:  # a convolutional classifier has no attention to choose (transformers refuses the setting)
+        config._attn_implementation = p.attn_implementation
     config.use_cache = False
+    auto = transformers.AutoModelForImageClassification if image else transformers.AutoModelForCausalLM
     with _outside_fake_mode(), torch.device("meta"):  # plain meta tensors: the fake mode refuses to swap its own
-        model = transformers.AutoModelForCausalLM.from_config(config)
+        model = auto.from_config(config)
         model = model.to(DTYPES[p.dtype])
     model = model.to_empty(device=device)
     if getattr(config, "tie_word_embeddings", False):
@@ -64,16 +67,36 @@ def _optimizer(model: Any, name: str) -> Any:
     return (torch.optim.AdamW if name == "adamw" else torch.optim.SGD)(model.parameters(), lr=1e-5)
 
 
+def _token_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[int], dict[str, Any]]:
+    """A causal LM's batch: random token ids, which are also its labels (the loss path with fp32 logits)."""
+    vocab = model.config.vocab_size
+
+    def make(batch: int) -> dict[str, Any]:
+        ids = torch.randint(0, vocab, (batch, p.seq_len), device=device)
+        return {"input_ids": ids, "labels": ids, "use_cache": False}
+    return make
+
+
+def _image_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[int], dict[str, Any]]:
+    """An image classifier's batch: images of the run's side in the weights' dtype, and a class label each."""
+    side = p.image_size or getattr(model.config, "image_size", None) or 224
+    channels = getattr(model.config, "num_channels", 3)
+    classes = model.config.num_labels
+
+    def make(batch: int) -> dict[str, Any]:
+        pixels = torch.randn(batch, channels, side, side, device=device, dtype=DTYPES[p.dtype])
+        return {"pixel_values": pixels, "labels": torch.randint(0, classes, (batch,), device=device)}
+    return make
+
+
 def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "train",
        base_dir: Path | None = None) -> Callable[[], None]:
     """Build the model on `device` and return a callable that runs one step of `phase`."""
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
     model = build(p, device, base_dir)
-    vocab = model.config.vocab_size
     autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast else contextlib.nullcontext())
-
-    def tokens(batch: int) -> torch.Tensor:
-        return torch.randint(0, vocab, (batch, p.seq_len), device=device)
+    inputs = _image_inputs(model, p, device) if model.config.model_type in IMAGE_CLASSIFIERS else _token_inputs(
+        model, p, device)
 
     if phase == "train":
         if p.gradient_checkpointing:
@@ -85,11 +108,11 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
         def train_step() -> None:
             model.train()
             for _ in range(p.grad_accum):
-                ids = tokens(p.batch)
+                batch = inputs(p.batch)
                 with autocast:
-                    loss = model(input_ids=ids, labels=ids, use_cache=False).loss / p.grad_accum
+                    loss = model(**batch).loss / p.grad_accum
                 loss.backward()
-                del loss, ids
+                del loss, batch
             opt.step()
             opt.zero_grad(set_to_none=True)
         return train_step
@@ -99,10 +122,10 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
 
         def eval_step() -> None:
             model.eval()
-            ids = tokens(p.eval_batch or p.batch)
+            batch = inputs(p.eval_batch or p.batch)
             with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
-                out = model(input_ids=ids, labels=ids, use_cache=False)
-            del out, ids
+                out = model(**batch)
+            del out, batch
             assert states is not None
         return eval_step
     raise ValueError(f"phase {phase!r} is not replayed for model: hf yet (train and eval are)")

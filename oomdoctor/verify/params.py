@@ -80,7 +80,8 @@ class TransformerParams(BaseModel):
 
 
 class HFParams(BaseModel):
-    """One step of a Hugging Face transformers causal LM built from its config (the user's real architecture)."""
+    """One step of a Hugging Face transformers model built from its config (the user's real architecture): a causal LM,
+    or an image classifier (ResNet, ViT, …) fed images of `image_size`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -97,6 +98,8 @@ class HFParams(BaseModel):
     gradient_checkpointing: bool = False
     optimizer: Literal["adamw", "adafactor", "sgd"] = "adamw"
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
+    image_size: int | None = Field(None, ge=1, description="image side for an image classifier (default: the "
+                                                           "config's image_size, else 224); seq_len is unused there")
 
     @property
     def effective_batch(self) -> int:
