@@ -32,6 +32,7 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "save_steps": ("int", "save a checkpoint every N steps"),
     "zero_stage": ("int", "DeepSpeed ZeRO stage"),
     "num_generations": ("int", "RL: completions generated per prompt"),
+    "max_completion_length": ("int", "generation: most tokens decoded per completion"),
     "world_size": ("int", "number of ranks"),
     "model_name": ("str", "model name or path as printed"),
     "optimizer": ("str", "optimizer name as printed"),

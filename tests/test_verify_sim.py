@@ -76,6 +76,25 @@ def test_generate_phase_runs():
     assert not out["oom"] and out["events"] > 0
 
 
+def test_decoding_in_chunks_keeps_the_token_by_token_peak(monkeypatch):
+    from oomdoctor.verify import workload
+
+    chunked = replay(phase="generate", max_new_tokens=128, seq_len=64)["unlimited_peak_allocated_bytes"]
+    monkeypatch.setattr(workload, "DECODE_STEPS", 10**6)  # one token per step, as generate() decodes
+    exact = replay(phase="generate", max_new_tokens=128, seq_len=64)["unlimited_peak_allocated_bytes"]
+    assert chunked == pytest.approx(exact, rel=0.05)
+
+
+def test_more_generations_per_prompt_decode_more_sequences_and_the_fix_halves_them():
+    from oomdoctor.verify.fixes import Variant, apply
+
+    one = replay(phase="generate", max_new_tokens=32)["unlimited_peak_allocated_bytes"]
+    four = replay(phase="generate", max_new_tokens=32, num_generations=4)["unlimited_peak_allocated_bytes"]
+    assert four > 1.5 * one
+    halved = apply("lower-num-generations", Variant(params={**TINY, "num_generations": 4}, alloc_conf=""), "generate")
+    assert halved.params["num_generations"] == 2
+
+
 def test_tight_limit_reproduces_oom_with_cuda_message(base):
     out = replay(capacity=base["peak_reserved_bytes"] // 2)
     assert out["oom"]

@@ -492,6 +492,7 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "save_steps": ("save_steps", "save_interval"),
     "zero_stage": ("zero_stage",),
     "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),
+    "max_completion_length": ("max_completion_length", "max_new_tokens", "max_response_length", "generate_max_length"),
     "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "n_gpu", "num_gpus"),
     "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id",
                    "model_path", "pretrained", "arch"),  # arch: torchvision reference scripts (resnet152)

@@ -167,6 +167,16 @@ def fused_cross_entropy(v: Variant, phase: str) -> Variant:
     return _set(v, fused_cross_entropy=True)
 
 
+def lower_num_generations(v: Variant, phase: str) -> Variant:
+    if phase != "generate":
+        raise NotApplicable("changes what generation decodes at once (phase: generate)")
+    _need(v.params, "num_generations")
+    n = int(v.params["num_generations"])
+    if n < 2:
+        raise NotApplicable("one completion per prompt already")
+    return _set(v, num_generations=n // 2)
+
+
 TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "halve-batch": halve_batch,
     "gradient-checkpointing": gradient_checkpointing,
@@ -182,6 +192,7 @@ TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "cpu-offload": cpu_offload,
     "more-gpus": more_gpus,
     "fused-cross-entropy": fused_cross_entropy,
+    "lower-num-generations": lower_num_generations,
 }
 assert set(TRANSFORMS) == VERIFIABLE, "every verifiable fix id needs a transform"
 

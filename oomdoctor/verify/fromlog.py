@@ -63,6 +63,15 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
         params["world_size"] = d.get("world_size") or 1
     if d.get("per_device_eval_batch_size"):
         params["eval_batch"] = d["per_device_eval_batch_size"]
+    if event.phase == "generate":
+        if d.get("max_completion_length"):
+            params["max_new_tokens"] = d["max_completion_length"]
+        if (n := d.get("num_generations")) and n > 1:  # a GRPO/RLOO rollout: the trainer's state is resident
+            params["num_generations"] = n
+            params["generate_in_training"] = True
+            notes.append(f"generation: {params['eval_batch'] if 'eval_batch' in params else params['batch']} prompts "
+                         f"x {n} completions decode at once (TRL versions that count completions in the per-device "
+                         "batch decode fewer: lower eval_batch)")
     if event.total_bytes is None:
         raise UsageError("the OOM message prints no device total to replay against", where=f"{log}:{event.line}",
                          tip="write a config with memory.limit (docs/verify.md)")

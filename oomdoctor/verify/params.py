@@ -26,6 +26,10 @@ class TransformerParams(BaseModel):
     eval_batch: int | None = Field(None, ge=1, description="per-device batch for eval/generate; default batch")
     eval_no_grad: bool = Field(True, description="eval runs under torch.no_grad()")
     max_new_tokens: int = Field(16, ge=1, description="generate: tokens decoded after the prompt")
+    num_generations: int = Field(1, ge=1, description="generate: completions per prompt (GRPO/RLOO group size); "
+                                                      "eval_batch prompts x num_generations sequences decode at once")
+    generate_in_training: bool = Field(False, description="generate: the rollout of an RL trainer (GRPO/PPO), so "
+                                                         "the optimizer's states stay resident while it decodes")
     dtype: Dtype = Field("float32", description="dtype of the weights")
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
