@@ -116,6 +116,21 @@ class Capture:
         except Exception as exc:  # never into the training loop
             self._warn(exc)
 
+    def observe_simulated(self, alloc: int, device_allocated: int, device_free: int, snapshot: dict[str, Any],
+                          total_bytes: int) -> None:
+        """The same, from `oomdoctor.verify.simgpu.simulate`: the allocator model's state in snapshot form."""
+        try:
+            doc = self._base()
+            doc["oom"] = {"device": 0, "requested_bytes": int(alloc), "device_allocated_bytes": int(device_allocated),
+                          "device_free_bytes": int(device_free)}
+            doc["gpu"] = {"name": "simulated (oomdoctor simgpu)", "total_bytes": int(total_bytes)}
+            doc.update(_segment_state(snapshot, 0, self.history))
+            with self._lock:
+                path = self._write(doc, None)
+                self._pending = (path, doc)
+        except Exception as exc:  # never into the training loop
+            self._warn(exc)
+
     def record(self, exc: BaseException) -> Path | None:
         """Record an out-of-memory exception (others are ignored); the observer's record, if any, gets its message."""
         try:
@@ -193,13 +208,21 @@ def _cuda_state(device: int, history: bool) -> dict[str, Any]:
     """The allocator's state of one CUDA device: segment summary, top allocations, memory_stats, the GPU, others."""
     import torch
 
-    from oomdoctor.parse.snapshot import summarize
-
     props = torch.cuda.get_device_properties(device)
     out: dict[str, Any] = {"gpu": {"name": props.name, "total_bytes": int(props.total_memory)}}
     stats = torch.cuda.memory_stats(device)
     out["memory_stats"] = {k: int(stats[k]) for k in STATS if k in stats}
-    summary = summarize(torch.cuda.memory._snapshot(), source="<live>")
+    out.update(_segment_state(torch.cuda.memory._snapshot(), device, history))
+    out["other_processes"] = _nvml_processes(device)
+    return out
+
+
+def _segment_state(snapshot: dict[str, Any], device: int, history: bool) -> dict[str, Any]:
+    """A record's segment summary (and, with history, top allocations and categories) from a snapshot dict."""
+    from oomdoctor.parse.snapshot import summarize
+
+    out: dict[str, Any] = {}
+    summary = summarize(snapshot, source="<live>")
     dev = next((d for d in summary.devices if d.device == device), None)
     if dev is not None:
         out["segments"] = {"count": dev.segments, "reserved_bytes": dev.reserved_bytes,
@@ -210,7 +233,6 @@ def _cuda_state(device: int, history: bool) -> dict[str, Any]:
             out["top_allocations"] = [{"frame": g.frame, "bytes": g.bytes, "count": g.count}
                                       for g in dev.top_frames[:TOP_ALLOCATIONS]]
             out["live_by_category"] = {c.category: c.bytes for c in dev.categories}
-    out["other_processes"] = _nvml_processes(device)
     return out
 
 
@@ -247,7 +269,8 @@ def install(out_dir: str | Path = "oom-reports", *, history: bool = False, max_e
         torch._C._cuda_attach_out_of_memory_observer(cap.observe)  # type: ignore[attr-defined]
     else:
         warnings.warn("oomdoctor.capture: no CUDA device; an OOM error that ends the program is still recorded, "
-                      "without the allocator's state", RuntimeWarning, stacklevel=2)
+                      "without the allocator's state (which a run under oomdoctor.verify.simgpu.simulate has)",
+                      RuntimeWarning, stacklevel=2)
     _chain_excepthooks(cap)
     _active = cap
     return cap

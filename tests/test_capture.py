@@ -141,3 +141,48 @@ def test_lightning_callback_records_the_oom_lightning_catches(tmp_path, fail_in,
     pytest.importorskip("lightning")
     doc = _scenario(tmp_path, "lightning", fail_in)
     assert (doc["step"], doc["phase"], doc["args"]) == (step, phase, {"batch_size": 2})
+
+
+FRAGMENTING_SCRIPT = """
+import torch
+import oomdoctor.capture
+from oomdoctor.verify.simgpu import simulate
+
+MIB = 2**20
+hook = oomdoctor.capture.install(out_dir={out!r}, history=True)
+with simulate("800MiB", alloc_conf={conf!r}, history=True) as gpu:
+    scratch = torch.empty(600 * MIB, dtype=torch.uint8, device=gpu)
+    del scratch  # one 600 MiB segment, cached
+    kept, dropped = [], []
+    for i in range(20):  # split into 30 MiB blocks
+        (kept if i % 2 else dropped).append(torch.empty(30 * MIB, dtype=torch.uint8, device=gpu))
+    dropped.clear()  # every other one freed: 300 MiB free, in 30 MiB holes between live blocks
+    hook.set(step=7, phase="train")
+    big = torch.empty(250 * MIB, dtype=torch.uint8, device=gpu)
+print("fits")
+"""
+
+
+@pytest.mark.parametrize("conf", ["", "expandable_segments:True"])
+def test_a_script_on_the_simulated_gpu_meets_its_oom_and_the_record_measures_fragmentation(tmp_path, conf):
+    # Issue 13: the one-line hook in a script run on the simulated device until it OOMs. The failing allocation
+    # raises in the script itself; the record holds the allocator model's segments and the allocating stacks.
+    pytest.importorskip("torch._subclasses.fake_tensor")
+    script = tmp_path / "train.py"
+    script.write_text(FRAGMENTING_SCRIPT.format(out=str(tmp_path / "reports"), conf=conf))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    records = sorted((tmp_path / "reports").glob("oom-*.json"))
+    if conf:  # expandable segments map the 250 MiB into the free space: the what-if model's answer, lived
+        assert r.returncode == 0 and "fits" in r.stdout and records == [], r.stderr
+        return
+    assert r.returncode == 1 and "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 250.00 MiB" in r.stderr
+    (record,) = records
+    doc = json.loads(record.read_text())
+    seg = doc["segments"]
+    assert (seg["reserved_bytes"], seg["allocated_bytes"], seg["largest_free_block_bytes"], seg["stranded_bytes"]) == (
+        600 * 2**20, 300 * 2**20, 30 * 2**20, 300 * 2**20)
+    assert doc["top_allocations"][0]["frame"].endswith("train.py:13 <module>")
+    assert doc["oom"]["requested_bytes"] == 250 * 2**20 and (doc["step"], doc["phase"]) == (7, "train")
+    d = json.loads(run("diagnose", str(record), "--format", "json").stdout)
+    first = d["diagnoses"][0]
+    assert (first["rule"], first["category"]) == ("snapshot-free-blocks-too-small", "fragmentation")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from oomdoctor.units import MIB, format_bytes
 
@@ -375,6 +376,28 @@ class CachingAllocator:
             f"{format_bytes(self.reserved - self.allocated)} is reserved by PyTorch but unallocated."
             + ("" if self.conf.expandable_segments else OOM_HINT)
         )
+
+
+def snapshot_segments(alloc: CachingAllocator, live: Iterable[Block], frames_of: Any = None,
+                      device: int = 0) -> list[dict[str, Any]]:
+    """The modelled state in `torch.cuda.memory._snapshot()`'s segment format (native segments: every free block is
+    in a pool, every live one is given), so it is read by the same summary as a real snapshot. `frames_of(block)`
+    gives a live block's recorded stack (innermost first) or None."""
+    by_seg: dict[int, list[Block]] = {}
+    for b in [*live, *(b for pool in alloc.pools for b in pool.by_key.values())]:
+        by_seg.setdefault(b.seg, []).append(b)
+    segments = []
+    for seg, blocks in sorted(by_seg.items(), key=lambda kv: min(b.addr for b in kv[1])):
+        blocks.sort(key=lambda b: b.addr)
+        segments.append({
+            "device": device, "address": blocks[0].addr, "total_size": sum(b.size for b in blocks),
+            "allocated_size": sum(b.size for b in blocks if b.allocated), "segment_type": "small" if seg < 0 else "large",
+            "is_expandable": False,
+            "blocks": [{"size": b.size, "state": "active_allocated" if b.allocated else "inactive",
+                        **({"frames": frames} if b.allocated and frames_of and (frames := frames_of(b)) else {})}
+                       for b in blocks],
+        })
+    return segments
 
 
 class ExpandableSegment:

@@ -191,7 +191,14 @@ class StorageTracker(TorchDispatchMode):
             self._refs.pop(sid, None)
             self.live -= nbytes
             self.trace.append(("f", sid, nbytes))
+            self._freed(sid)
         return callback
+
+    def _allocated(self, sid: int, nbytes: int) -> None:
+        """A storage came to life (the live simulation allocates it from the allocator model here)."""
+
+    def _freed(self, sid: int) -> None:
+        """A storage died."""
 
     def _track(self, t: torch.Tensor) -> None:
         if t.device.type != self.device_type:
@@ -215,6 +222,7 @@ class StorageTracker(TorchDispatchMode):
         self.live += nbytes
         self.peak = max(self.peak, self.live)
         self.trace.append(("a", sid, nbytes))
+        self._allocated(sid, nbytes)
 
     def _count_flops(self, func: Any, args: tuple, out: Any) -> None:
         name = func.__name__.split(".")[0]
@@ -264,3 +272,86 @@ def _tensors(value: Any):
     elif isinstance(value, (list, tuple)):
         for v in value:
             yield from _tensors(v)
+
+
+class LiveTracker(StorageTracker):
+    """Allocates every storage from the caching-allocator model as it is created, so the program itself meets the
+    OOM at the failing allocation (as on a GPU of that size), with the allocator's state for `oomdoctor.capture`."""
+
+    def __init__(self, allocator: Any, history: bool = False) -> None:
+        super().__init__()
+        self.allocator, self.history = allocator, history
+        self.blocks: dict[int, Any] = {}
+        self.frames: dict[int, list[dict[str, Any]]] = {}  # id(block) -> its stack, innermost first
+
+    def _allocated(self, sid: int, nbytes: int) -> None:
+        from oomdoctor.verify.allocator import OutOfMemory, allocation_size, round_size
+
+        try:
+            block = self.allocator.malloc(nbytes)
+        except OutOfMemory:
+            size = round_size(nbytes, self.allocator.conf.roundup_power2_divisions)
+            shown = size if self.allocator.expandable else allocation_size(size)
+            self._report_oom(shown)
+            raise torch.OutOfMemoryError(self.allocator.oom_message(shown)) from None
+        self.blocks[sid] = block
+        if self.history:
+            self.frames[id(block)] = _python_frames()
+
+    def _freed(self, sid: int) -> None:
+        block = self.blocks.pop(sid, None)
+        if block is not None:
+            self.frames.pop(id(block), None)
+            self.allocator.free(block)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The modelled state as `torch.cuda.memory._snapshot()` would give it (segments; no trace)."""
+        from oomdoctor.verify.allocator import snapshot_segments
+
+        return {"segments": snapshot_segments(self.allocator, self.blocks.values(),
+                                              lambda b: self.frames.get(id(b))), "device_traces": []}
+
+    def _report_oom(self, requested: int) -> None:
+        """Tell an installed `oomdoctor.capture` hook, as PyTorch's OOM observer would on CUDA."""
+        import sys
+
+        capture = sys.modules.get("oomdoctor.capture")
+        hook = getattr(capture, "_active", None) if capture is not None else None
+        if hook is not None:
+            a = self.allocator
+            hook.observe_simulated(requested, a.allocated, max(0, a.capacity - a.reserved - a.non_pytorch),
+                                   self.snapshot(), a.total_capacity)
+
+
+def _python_frames(limit: int = 32) -> list[dict[str, Any]]:
+    """The Python stack of an allocation, innermost first, without torch's and this package's own frames."""
+    import traceback
+
+    frames = []
+    for f in reversed(traceback.extract_stack(limit=limit + 16)):
+        if "/torch/" in f.filename or "/oomdoctor/verify/" in f.filename or f.filename.startswith("<frozen"):
+            continue
+        frames.append({"filename": f.filename, "line": f.lineno or 0, "name": f.name})
+        if len(frames) >= limit:
+            break
+    return frames
+
+
+@contextlib.contextmanager
+def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | str = 0, history: bool = False):
+    """Run the code inside on a simulated GPU of `capacity` ("24GiB" or bytes): tensors on the device it yields are
+    fake (no memory, no compute) and allocated from the caching-allocator model, so an allocation that would not
+    fit raises torch.OutOfMemoryError with CUDA's message there. `history` records each allocation's Python stack
+    (for `oomdoctor.capture`'s top allocations)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from oomdoctor.units import parse_size
+    from oomdoctor.verify.allocator import AllocConf, CachingAllocator
+
+    def size(v: int | str) -> int:
+        return v if isinstance(v, int) else parse_size(v)
+
+    device = setup()
+    allocator = CachingAllocator(size(capacity), AllocConf.parse(alloc_conf), size(non_pytorch))
+    with FakeTensorMode(allow_non_fake_inputs=True), LiveTracker(allocator, history), torch.device(device):
+        yield device
