@@ -256,3 +256,14 @@ def test_a_worker_that_a_segfault_killed_is_not_an_oom_kill():
         assert not parse_text(report + exit_line).events, report
     killed = "RuntimeError: DataLoader worker (pid 8260) is killed by signal: Killed.\n"
     assert [e.kind for e in parse_text(killed + exit_line).events] == ["host_oom"]  # one kill, reported twice
+
+
+def test_process_figure_equal_to_the_reserve_up_to_rounding_is_plausible():
+    msg = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of "
+           "2.00 GiB of which 510.00 MiB is free. Including non-PyTorch memory, this process has {} memory in use. "
+           "Of the allocated memory 1.50 GiB is allocated by PyTorch, and 1.86 MiB is reserved by PyTorch but "
+           "unallocated.")
+    (kept,) = parse_text(msg.format("1.50 GiB")).events  # 1.5018 GiB reserved, printed as 1.50
+    assert "process_in_use_bytes" not in kept.implausible
+    (nvml_blind,) = parse_text(msg.format("0 bytes")).events  # a container: NVML sees no process
+    assert "process_in_use_bytes" in nvml_blind.implausible

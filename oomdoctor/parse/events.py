@@ -40,6 +40,7 @@ from oomdoctor.parse.snapshot import to_events as snapshot_events
 from oomdoctor.units import IMPLAUSIBLE_BYTES
 
 MAX_MESSAGE_LINES = 14
+PRINTED_ROUNDING = 0.01  # "1.50 GiB": a figure printed to two decimals is within 1% of the true value above 0.5
 DUPLICATE_WINDOW_LINES = 500
 # torchelastic's "failed (exitcode: -9)" line and its ChildFailedError block: one kill, not several
 HOST_KILL_BLOCK_LINES = 60
@@ -124,8 +125,10 @@ def _implausible(f: dict) -> tuple[str, ...]:
     if total and f.get("requested_bytes") is not None and f["requested_bytes"] > 64 * total:
         bad.append("requested_bytes")
     proc, reserved = f.get("process_in_use_bytes"), f.get("reserved_bytes")
-    if proc is not None and reserved and proc < reserved and "process_in_use_bytes" not in bad:
-        bad.append("process_in_use_bytes")  # NVML could not see the process (containers print 0 bytes)
+    # NVML could not see the process (containers print 0 bytes); figures printed to two decimals may differ by
+    # their rounding when nothing but PyTorch's reserve is in use
+    if proc is not None and reserved and proc < reserved * (1 - PRINTED_ROUNDING) and "process_in_use_bytes" not in bad:
+        bad.append("process_in_use_bytes")
     return tuple(bad)
 
 

@@ -342,7 +342,8 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     """Run the code inside on a simulated GPU of `capacity` ("24GiB" or bytes): tensors on the device it yields are
     fake (no memory, no compute) and allocated from the caching-allocator model, so an allocation that would not
     fit raises torch.OutOfMemoryError with CUDA's message there. `history` records each allocation's Python stack
-    (for `oomdoctor.capture`'s top allocations)."""
+    (for `oomdoctor.capture`'s top allocations). Build the model inside the block: `Module.to(device)` and
+    `.cuda()` are no-ops there (patched for the process, as in verify's trials)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from oomdoctor.units import parse_size
@@ -351,7 +352,11 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     def size(v: int | str) -> int:
         return v if isinstance(v, int) else parse_size(v)
 
+    from oomdoctor.verify.trial import _no_device_moves, _tensors_via_host
+
     device = setup()
+    _no_device_moves(torch)  # as in verify's trials: model.to(gpu)/.cuda() keep the model where it was built
+    _tensors_via_host(torch)
     allocator = CachingAllocator(size(capacity), AllocConf.parse(alloc_conf), size(non_pytorch))
     with FakeTensorMode(allow_non_fake_inputs=True), LiveTracker(allocator, history), torch.device(device):
         yield device
