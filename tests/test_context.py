@@ -79,6 +79,8 @@ def test_training_started_then_failed_before_a_step_is_the_first_step():
     assert (e.phase, e.step, e.detail.get("first_step")) == ("train", None, True)
     e = one("Loading checkpoint shards: 100%|##| 2/2\n" + MSG)  # nothing has run yet: model set-up
     assert e.phase == "init" and not e.detail.get("first_step")
+    e = one("[2021-02-12 03:31:37,319] [train] [INFO] Training Started.\n" + MSG)  # any capitalisation
+    assert (e.phase, e.detail.get("first_step")) == ("train", True)
 
 
 def test_innermost_strong_frame_wins_and_xla_names_its_jitted_function():

@@ -51,7 +51,7 @@ EVAL_BANNER = lazy(
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights")
 TRAIN_BANNER = lazy(
-    r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining started\b"
+    r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining [Ss]tarted\b"
     r"|[Ss]tarting training from iteration|\bStart training\b"
 )
 FRAME = lazy(
