@@ -102,7 +102,8 @@ PUBLISHED_BILLIONS = {
 
 # Published parameter counts of image classifiers (torchvision / model cards), in billions.
 PUBLISHED_BILLIONS.update({"resnet50": 0.02556, "resnet101": 0.04455, "resnet152": 0.06019,
-                           "google/vit-base-patch16-224": 0.08657, "google/vit-large-patch16-224": 0.30433})
+                           "google/vit-base-patch16-224": 0.08657, "google/vit-large-patch16-224": 0.30433,
+                           "llava-hf/llava-1.5-7b-hf": 7.06, "llava-hf/llava-1.5-13b-hf": 13.35})
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED_BILLIONS))
@@ -110,14 +111,13 @@ def test_catalog_entries_build_to_their_published_size(name):
     import transformers
 
     from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS
+    from oomdoctor.verify.hfmodel import auto_class
 
     keys = dict(from_catalog(name))
     model_type = keys.pop("model_type")
     config = transformers.AutoConfig.for_model(model_type, **keys)
-    auto = (transformers.AutoModelForImageClassification if model_type in IMAGE_CLASSIFIERS
-            else transformers.AutoModelForCausalLM)
     with torch.device("meta"):
-        model = auto.from_config(config)
+        model = auto_class(model_type).from_config(config)
     billions = sum(p.numel() for p in model.parameters()) / 1e9
     assert billions == pytest.approx(PUBLISHED_BILLIONS[name], rel=0.02 if model_type not in IMAGE_CLASSIFIERS else 0.01)
 
@@ -135,3 +135,27 @@ def test_an_image_classifier_step_grows_with_batch_and_image_side():
     # activations (above weights and grads) roughly double with the batch and quadruple with the image side
     assert 1.6 < (batch2 - 2 * weights) / (small - 2 * weights) < 2.4
     assert (side2 - 2 * weights) / (small - 2 * weights) > 2.5
+
+
+TINY_LLAVA = {"model_type": "llava", "image_token_index": 999, "vision_feature_layer": -2,
+              "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu",
+              "vision_config": {"model_type": "clip_vision_model", "hidden_size": 64, "intermediate_size": 128,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 56, "patch_size": 14,
+                                "projection_dim": 32},
+              "text_config": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                              "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}}
+
+
+def test_a_vision_language_step_trains_through_the_image_tokens():
+    def peak(phase, **params):
+        from oomdoctor.verify.trial import run_sim
+
+        spec = {"device": "sim", "phase": phase, "steps": 1, "capacity_bytes": 8 * GIB, "alloc_conf": "",
+                "workload": {"kind": "hf", "params": {"config": TINY_LLAVA, "seq_len": 64, **params}}}
+        out = run_sim(spec)
+        assert not out["oom"], out["message"]
+        return out["unlimited_peak_allocated_bytes"]
+
+    one, four = peak("train", batch=1), peak("train", batch=4)
+    assert four > one * 1.3  # 16 image tokens + 48 text tokens per sample, activations with grad
+    assert peak("eval", batch=4) < four

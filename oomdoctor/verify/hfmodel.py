@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, resolve
+from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, resolve
 from oomdoctor.verify.params import HFParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -29,6 +29,17 @@ def _outside_fake_mode() -> Any:
     return unset_fake_temporarily()
 
 
+def auto_class(model_type: str) -> Any:
+    """The transformers Auto class that builds a `model_type` with its task head."""
+    import transformers
+
+    if model_type in IMAGE_CLASSIFIERS:
+        return transformers.AutoModelForImageClassification
+    if model_type in VISION_LANGUAGE:
+        return transformers.AutoModelForImageTextToText
+    return transformers.AutoModelForCausalLM
+
+
 def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> Any:
     """The model from its config, materialised (uninitialised) on `device` in the weights' dtype."""
     import transformers
@@ -40,7 +51,7 @@ def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> An
     if not image:  # a convolutional classifier has no attention to choose (transformers refuses the setting)
         config._attn_implementation = p.attn_implementation
     config.use_cache = False
-    auto = transformers.AutoModelForImageClassification if image else transformers.AutoModelForCausalLM
+    auto = auto_class(model_type)
     with _outside_fake_mode(), torch.device("meta"):  # plain meta tensors: the fake mode refuses to swap its own
         model = auto.from_config(config)
         model = model.to(DTYPES[p.dtype])
@@ -77,6 +88,39 @@ def _token_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[in
     return make
 
 
+def _image_text_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[int], dict[str, Any]]:
+    """A LLaVA-style batch: one image per sample, its patch tokens first in the ids (as the processor expands the
+    image placeholder), then text to `seq_len` in all; the loss covers the text only."""
+    config = model.config
+    vision = config.vision_config
+    side = p.image_size or vision.image_size
+    patches = (side // vision.patch_size) ** 2  # "default" feature strategy: the CLS token is dropped
+    if patches >= p.seq_len:
+        raise ValueError(f"seq_len {p.seq_len} leaves no text after the image's {patches} tokens")
+    image_token = config.image_token_index
+    vocab = min(config.text_config.vocab_size, image_token)
+
+    def make(batch: int) -> dict[str, Any]:
+        ids = torch.randint(0, vocab, (batch, p.seq_len), device=device)
+        ids[:, :patches] = image_token
+        labels = ids.clone()
+        labels[:, :patches] = -100
+        pixels = torch.randn(batch, vision.num_channels, side, side, device=device, dtype=DTYPES[p.dtype])
+        return {"input_ids": ids, "pixel_values": pixels, "labels": labels, "patches": patches}
+    return make
+
+
+def _image_text_forward(model: Any, batch: dict[str, Any]) -> Any:
+    """LLaVA's forward with the image features written over the image's token positions, as its own forward does
+    with masked_scatter (which checks the token count with .item(), data the fake device cannot give)."""
+    ids, patches = batch["input_ids"], batch["patches"]
+    text = model.get_input_embeddings()(ids)
+    features = model.model.get_image_features(pixel_values=batch["pixel_values"]).pooler_output
+    embeds = torch.cat([torch.stack(list(features)).to(text.dtype), text[:, patches:]], dim=1)
+    del text, features
+    return model(inputs_embeds=embeds, labels=batch["labels"])
+
+
 def _image_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[int], dict[str, Any]]:
     """An image classifier's batch: images of the run's side in the weights' dtype, and a class label each."""
     side = p.image_size or getattr(model.config, "image_size", None) or 224
@@ -95,8 +139,11 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
     model = build(p, device, base_dir)
     autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast else contextlib.nullcontext())
-    inputs = _image_inputs(model, p, device) if model.config.model_type in IMAGE_CLASSIFIERS else _token_inputs(
-        model, p, device)
+    kind = model.config.model_type
+    inputs = (_image_inputs if kind in IMAGE_CLASSIFIERS else _image_text_inputs if kind in VISION_LANGUAGE
+              else _token_inputs)(model, p, device)
+    forward = ((lambda batch: _image_text_forward(model, batch)) if kind in VISION_LANGUAGE
+               else (lambda batch: model(**batch)))
 
     if phase == "train":
         if p.gradient_checkpointing:
@@ -110,7 +157,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
             for _ in range(p.grad_accum):
                 batch = inputs(p.batch)
                 with autocast:
-                    loss = model(**batch).loss / p.grad_accum
+                    loss = forward(batch).loss / p.grad_accum
                 loss.backward()
                 del loss, batch
             opt.step()
@@ -124,7 +171,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
             model.eval()
             batch = inputs(p.eval_batch or p.batch)
             with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
-                out = model(**batch)
+                out = forward(batch)
             del out, batch
             assert states is not None
         return eval_step
