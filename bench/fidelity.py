@@ -27,6 +27,9 @@ LLAMA2_13B = {"layers": 40, "width": 5120, "heads": 40, "ffn": 13824, "mlp": "sw
 PHI_15 = {"layers": 24, "width": 2048, "heads": 32, "ffn": 8192, "mlp": "gelu", "vocab": 51200, "seq_len": 1044}
 STABLELM_3B = {"layers": 16, "width": 4096, "heads": 32, "ffn": 16384, "mlp": "gelu", "vocab": 50688, "seq_len": 1034}
 
+HF_LLAMA2_7B_LORA = {"config": "meta-llama/Llama-2-7b-hf", "dtype": "bfloat16", "lora_rank": 8, "lora_dropout": 0.05,
+                     "lora_targets": ["q_proj", "v_proj"], "seq_len": 1304}
+
 # (name, params, published peak allocated in bytes or "OOM", source)
 ROWS: list[tuple[str, dict, int | str, str]] = [
     ("phi-1.5 LoRA mb1", {**PHI_15, **BF16_TRUE, "batch": 1}, int(4.82e9), LITGPT),
@@ -40,6 +43,11 @@ ROWS: list[tuple[str, dict, int | str, str]] = [
     ("Llama-2-7B LoRA mb4", {**LLAMA2_7B, **BF16_TRUE, "batch": 4}, "OOM", LITGPT),
     ("Llama-2-13B LoRA mb1", {**LLAMA2_13B, **BF16_TRUE, "batch": 1}, int(38.12e9), LITGPT),
     ("Llama-2-13B LoRA mb2", {**LLAMA2_13B, **BF16_TRUE, "batch": 2}, "OOM", LITGPT),
+    # The same measurements replayed with transformers' own Llama-2-7B and peft's LoRA (`model: hf`): litgpt's model
+    # is another implementation of the same architecture, so these rows test the hf path, not litgpt's code.
+    ("Llama-2-7B LoRA mb1 hf", {**HF_LLAMA2_7B_LORA, "batch": 1}, int(21.30e9), LITGPT),
+    ("Llama-2-7B LoRA mb2 hf", {**HF_LLAMA2_7B_LORA, "batch": 2}, int(29.07e9), LITGPT),
+    ("Llama-2-7B LoRA mb4 hf", {**HF_LLAMA2_7B_LORA, "batch": 4}, "OOM", LITGPT),
 ]
 
 
@@ -47,7 +55,8 @@ def replay(params: dict, capacity: int) -> dict:
     from oomdoctor.verify.trial import run_sim
 
     return run_sim({"device": "sim", "phase": "train", "steps": 2, "capacity_bytes": capacity,
-                    "non_pytorch_bytes": 0, "alloc_conf": "", "workload": {"kind": "transformer", "params": params}})
+                    "non_pytorch_bytes": 0, "alloc_conf": "",
+                    "workload": {"kind": "hf" if "config" in params else "transformer", "params": params}})
 
 
 def main() -> int:

@@ -159,3 +159,16 @@ def test_a_vision_language_step_trains_through_the_image_tokens():
     one, four = peak("train", batch=1), peak("train", batch=4)
     assert four > one * 1.3  # 16 image tokens + 48 text tokens per sample, activations with grad
     assert peak("eval", batch=4) < four
+
+
+def test_lora_through_peft_freezes_the_base_and_lowers_the_peak():
+    pytest.importorskip("peft")
+    from oomdoctor.verify.hfmodel import build
+    from oomdoctor.verify.params import HFParams
+
+    model = build(HFParams(config=TINY_LLAMA, lora_rank=4), torch.device("meta"))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # r=4 adapters (A: r x in, B: out x r) on q_proj (256 -> 256) and v_proj (256 -> 2 KV heads x 64) of 2 layers
+    assert trainable == 2 * ((4 * 256 + 256 * 4) + (4 * 256 + 128 * 4))
+    full, lora = _replay(steps=2), _replay(steps=2, lora_rank=4)
+    assert lora["unlimited_peak_allocated_bytes"] < full["unlimited_peak_allocated_bytes"]

@@ -123,14 +123,16 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     if importlib.util.find_spec("transformers") is None:
         return None, f"model: {name} is catalogued, but transformers is not installed: the built-in transformer " \
                      "stands in (pip install 'oomdoctor[integrations]' replays the real architecture)"
-    lacking = [what for what, used in (("LoRA", "lora_rank" in params), ("ZeRO/FSDP sharding", "zero_stage" in params),
-                                       (f"phase {phase}", phase not in ("train", "eval"))) if used]
+    lacking = [what for what, used in (("ZeRO/FSDP sharding", "zero_stage" in params),
+                                       (f"phase {phase}", phase not in ("train", "eval")),
+                                       ("LoRA without peft installed",
+                                        "lora_rank" in params and importlib.util.find_spec("peft") is None)) if used]
     if lacking:
         return None, f"model: {name}: the built-in transformer stands in ({', '.join(lacking)} not replayed for hf yet)"
     hf: dict[str, Any] = {"batch": params["batch"], "grad_accum": params["grad_accum"]}
     if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
         hf["seq_len"] = params["seq_len"]
-    for key in ("autocast", "gradient_checkpointing", "eval_batch"):
+    for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank"):
         if key in params:
             hf[key] = params[key]
     optimizer = str(d.get("optimizer") or "").lower()

@@ -55,6 +55,12 @@ def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> An
     with _outside_fake_mode(), torch.device("meta"):  # plain meta tensors: the fake mode refuses to swap its own
         model = auto.from_config(config)
         model = model.to(DTYPES[p.dtype])
+        if p.lora_rank:  # the run's adapters as peft adds them (base frozen; adapters in fp32 under a 16-bit base)
+            import peft
+
+            lora = peft.LoraConfig(r=p.lora_rank, lora_alpha=2 * p.lora_rank, lora_dropout=p.lora_dropout,
+                                   target_modules=list(p.lora_targets))
+            model = peft.get_peft_model(model, lora)
     model = model.to_empty(device=device)
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()

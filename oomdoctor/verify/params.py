@@ -102,6 +102,10 @@ class HFParams(BaseModel):
     gradient_checkpointing: bool = False
     optimizer: Literal["adamw", "adafactor", "sgd"] = "adamw"
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
+    lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA through peft (base frozen)")
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    lora_targets: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"],
+                                    description="module names LoRA adapts (peft's target_modules)")
     image_size: int | None = Field(None, ge=1, description="image side for an image classifier (default: the "
                                                            "config's image_size, else 224); seq_len is unused there")
 
