@@ -58,6 +58,9 @@ OOM_HEADS = (
     b"Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     : ",
     b"Unable to allocate 315. GiB for an array with shape (",
     b"Ran out of memory trying to allocate ",
+    b"OutOfMemoryError                          Traceback (most recent call last)\n",
+    b"RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly",
+    b"[TM][ERROR] CUDA runtime error: out of memory ",
 )
 PIECES = (
     *OOM_HEADS,
