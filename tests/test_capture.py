@@ -186,3 +186,15 @@ def test_a_script_on_the_simulated_gpu_meets_its_oom_and_the_record_measures_fra
     d = json.loads(run("diagnose", str(record), "--format", "json").stdout)
     first = d["diagnoses"][0]
     assert (first["rule"], first["category"]) == ("snapshot-free-blocks-too-small", "fragmentation")
+
+
+def test_simulate_gives_torch_back_as_it_was():
+    pytest.importorskip("torch._subclasses.fake_tensor")
+    from oomdoctor.verify.simgpu import simulate
+
+    before = (torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor)
+    with simulate("1GiB") as gpu:
+        model = torch.nn.Linear(4, 4)
+        assert model.to(gpu) is model and torch.nn.Module.to is not before[0]
+    assert (torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor) == before
+    assert torch.nn.Linear(2, 2).to("cpu").weight.device.type == "cpu"

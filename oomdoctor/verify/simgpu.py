@@ -343,7 +343,7 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     fake (no memory, no compute) and allocated from the caching-allocator model, so an allocation that would not
     fit raises torch.OutOfMemoryError with CUDA's message there. `history` records each allocation's Python stack
     (for `oomdoctor.capture`'s top allocations). Build the model inside the block: `Module.to(device)` and
-    `.cuda()` are no-ops there (patched for the process, as in verify's trials)."""
+    `.cuda()` are no-ops there (as in verify's trials; restored on exit)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from oomdoctor.units import parse_size
@@ -355,8 +355,12 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     from oomdoctor.verify.trial import _no_device_moves, _tensors_via_host
 
     device = setup()
+    saved = (torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor)
     _no_device_moves(torch)  # as in verify's trials: model.to(gpu)/.cuda() keep the model where it was built
     _tensors_via_host(torch)
     allocator = CachingAllocator(size(capacity), AllocConf.parse(alloc_conf), size(non_pytorch))
-    with FakeTensorMode(allow_non_fake_inputs=True), LiveTracker(allocator, history), torch.device(device):
-        yield device
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True), LiveTracker(allocator, history), torch.device(device):
+            yield device
+    finally:  # the caller's process gets torch back as it was
+        torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor = saved  # type: ignore[method-assign]
