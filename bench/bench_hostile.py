@@ -42,10 +42,16 @@ def steps_then_oom(n: int) -> str:
     return "***** Running Evaluation *****\n" + "".join(f"{{'loss': 0.5, 'step': {i}}}\n" for i in range(n)) + MSG.format(i=2)
 
 
+def notebook_headers(n: int) -> str:
+    """n notebook "OutOfMemoryError  Traceback" headers, then the message (each header looks ahead for it)."""
+    return "OutOfMemoryError                          Traceback (most recent call last)\n" * n + MSG.format(i=2)
+
+
 SHAPES: dict[str, tuple[Callable[[int], str], int]] = {
     "distinct events": (distinct_events, 150),  # 10N stays under MAX_EVENTS_PER_SOURCE
     "identical lines": (identical_lines, 3000),
     "steps then one OOM": (steps_then_oom, 20000),
+    "notebook headers": (notebook_headers, 60),
 }
 
 

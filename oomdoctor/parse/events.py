@@ -16,7 +16,7 @@ from oomdoctor.parse import context as ctx
 from oomdoctor.parse import formats as P
 from oomdoctor.parse import summary as memory_summary
 from oomdoctor.parse.lazyregex import lazy
-from oomdoctor.parse.messages import CLASSIFY_CHARS, Classified, classify
+from oomdoctor.parse.messages import CLASSIFY_CHARS, MESSAGE_FORMATS, Classified, classify
 from oomdoctor.parse.messages import era as message_era
 from oomdoctor.parse.messages import figures as message_figures
 from oomdoctor.parse.model import (
@@ -178,6 +178,10 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     squeezed out, then the trigger line alone.
     """
     t = lines[i].text
+    if any(g in t for g in _SINGLE_LINE_GATES):  # a one-line form (notebook header, worker exit) is never joined
+        c = classify(t)
+        if c is not None and c.fmt.single_line:
+            return c, t, i, [0]
     best: tuple[Classified | None, str, int, list[int]] | None = None
     if t in memo:  # the same one-line message again (a flood of identical lines): classify it once
         best = (memo[t], t, i, [0])
@@ -205,22 +209,45 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     return c, text, end, offsets
 
 
-def _superseded(lines: Sequence[Line], i: int, c: Classified) -> bool:
+class _NextMessage:
+    """Where the next line holding an OOM message is, found by one forward scan shared by every question (a log
+    of thousands of notebook headers must not rescan the same lines for each)."""
+
+    def __init__(self, lines: Sequence[Line]) -> None:
+        self.lines, self.scanned, self.found = lines, 0, -1  # lines before `scanned` are searched; `found` is the
+        # last message line found there (-1: none)
+
+    def after(self, i: int, reach: int) -> bool:
+        """True when a message line lies within `reach` lines after line i."""
+        if self.found > i:
+            return self.found - i <= reach
+        start = max(self.scanned, i + 1)
+        for k in range(start, min(len(self.lines), i + 1 + reach)):
+            if _OOM_MESSAGE.search(self.lines[k].text):
+                self.scanned, self.found = k + 1, k
+                return True
+        self.scanned = max(self.scanned, min(len(self.lines), i + 1 + reach))
+        return False
+
+
+def _superseded(lines: Sequence[Line], i: int, c: Classified, nxt: _NextMessage) -> bool:
     """A stand-in reading that the lines around it replace: a notebook header whose message follows, a worker exit
     that a segfault or bus error explains."""
     if c.fmt.name == "IPYTHON_OOM_HEADER":
-        return any(_OOM_MESSAGE.search(ln.text) for ln in lines[i + 1 : i + 1 + HEADER_REACH_LINES])
+        return nxt.after(i, HEADER_REACH_LINES)
     if c.fmt.name == "DATALOADER_EXIT":
         return any(P.DATALOADER_NOT_OOM.search(ln.text) for ln in lines[max(0, i - WORKER_REPORT_BACK_LINES) : i])
     return False
 
 
 _OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate")
+_SINGLE_LINE_GATES = tuple(dict.fromkeys(g for f in MESSAGE_FORMATS if f.single_line for g in f.gate))
 
 
 def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     """Every OOM message in the lines, in order: where it starts and ends, its kind, its match."""
     memo: dict[str, Classified | None] = {}
+    nxt = _NextMessage(lines)
     i = 0
     while i < len(lines):
         t = lines[i].text
@@ -231,7 +258,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
         c, text, end, offsets = _recognise(lines, i, memo)
-        if c is None or (code_like and not c.full) or _superseded(lines, i, c):
+        if c is None or (code_like and not c.full) or _superseded(lines, i, c, nxt):
             i += 1
             continue
         if c.fmt.single_line:
