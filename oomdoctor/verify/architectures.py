@@ -27,6 +27,16 @@ _RESNET = {"model_type": "resnet", "layer_type": "bottleneck", "embedding_size":
 _CLIP_L336 = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096,
               "num_hidden_layers": 24, "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
               "projection_dim": 768, "hidden_act": "quick_gelu"}
+
+
+def _llava(**decoder: int) -> dict[str, Any]:
+    """A LLaVA-1.5 config: the CLIP tower, a two-layer projector and a Llama-2 decoder of the given shape."""
+    text = {**_LLAMA, **decoder, "num_key_value_heads": decoder["num_attention_heads"], "vocab_size": 32064,
+            "max_position_embeddings": 4096}
+    return {"model_type": "llava", "vision_config": _CLIP_L336, "image_token_index": 32000, "vision_feature_layer": -2,
+            "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu", "text_config": text}
+
+
 _VIT = {"model_type": "vit", "image_size": 224, "patch_size": 16, "num_channels": 3, "hidden_act": "gelu",
         "qkv_bias": True, "layer_norm_eps": 1e-12, "num_labels": 1000}
 
@@ -93,20 +103,10 @@ CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
     (r"gpt2-medium", {**_GPT2, "n_embd": 1024, "n_layer": 24, "n_head": 16}),
     (r"gpt2", {**_GPT2, "n_embd": 768, "n_layer": 12, "n_head": 12}),
     # Vision-language (llava-hf/llava-1.5-*-hf): CLIP ViT-L/14-336 tower, a two-layer projector, a Llama-2 decoder.
-    (r"llava-(?:v?1\.5-)?7b", {"model_type": "llava", "vision_config": _CLIP_L336, "image_token_index": 32000,
-                                "vision_feature_layer": -2, "vision_feature_select_strategy": "default",
-                                "projector_hidden_act": "gelu",
-                                "text_config": {**_LLAMA, "hidden_size": 4096, "intermediate_size": 11008,
-                                                "num_hidden_layers": 32, "num_attention_heads": 32,
-                                                "num_key_value_heads": 32, "vocab_size": 32064,
-                                                "max_position_embeddings": 4096}}),
-    (r"llava-(?:v?1\.5-)?13b", {"model_type": "llava", "vision_config": _CLIP_L336, "image_token_index": 32000,
-                                 "vision_feature_layer": -2, "vision_feature_select_strategy": "default",
-                                 "projector_hidden_act": "gelu",
-                                 "text_config": {**_LLAMA, "hidden_size": 5120, "intermediate_size": 13824,
-                                                 "num_hidden_layers": 40, "num_attention_heads": 40,
-                                                 "num_key_value_heads": 40, "vocab_size": 32064,
-                                                 "max_position_embeddings": 4096}}),
+    (r"llava-(?:v?1\.5-)?7b", _llava(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                                      num_attention_heads=32)),
+    (r"llava-(?:v?1\.5-)?13b", _llava(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
+                                       num_attention_heads=40)),
     # Image classifiers (microsoft/resnet-*, google/vit-*-patch16-224); torchvision's "resnet152" is the same net.
     (r"resnet-?50", {**_RESNET, "depths": [3, 4, 6, 3]}),
     (r"resnet-?101", {**_RESNET, "depths": [3, 4, 23, 3]}),
