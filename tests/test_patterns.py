@@ -195,6 +195,13 @@ TOLERANT = [
     ("[2024-01-01 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['python', 'train.py'] exits with return code = -9",
      "host_oom", {}),
     ("zsh: killed: 9  python train.py", "host_oom", {}),
+    # pasted all in lower case, units included; and the parentheses lost in a paste
+    ("cuda out of memory. tried to allocate 78.88 mib (gpu 0; 3.95 gib total capacity; 2.99 gib already allocated; "
+     "74.44 mib free; 557.82 mib cached)", "cuda_oom",
+     {"requested_bytes": b("78.88", 2), "total_bytes": b("3.95", 3), "free_bytes": b("74.44", 2), "gpu_index": 0}),
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB GPU 0; 8.00 GiB total capacity; "
+     "7.20 GiB already allocated; 0 bytes free; 7.30 GiB reserved in total by PyTorch", "cuda_oom",
+     {"requested_bytes": 20 * MIB, "reserved_bytes": b("7.30", 3), "free_bytes": 0}),
 ]
 
 

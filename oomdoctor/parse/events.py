@@ -206,7 +206,17 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     if c is None and end > i:
         c = classify(t)
         text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
+    if c is None and _LOWERED.search(text):  # pasted all in lower case: read it in PyTorch's case, same length
+        c = classify(_RECASE.sub(lambda m: _CANONICAL[m.group().lower()], text))
     return c, text, end, offsets
+
+
+# A message pasted in lower case ("cuda out of memory. tried to allocate 78.88 mib (gpu 0; ...") is read with its
+# words in PyTorch's own case; every replacement keeps the length, so offsets and figures stay where they were.
+_CANONICAL = {"cuda": "CUDA", "tried": "Tried", "gpu": "GPU", "kib": "KiB", "mib": "MiB", "gib": "GiB",
+              "tib": "TiB", "pytorch": "PyTorch"}
+_LOWERED = lazy(r"\bcuda out of memory\. tried to allocate")
+_RECASE = lazy(r"(?i)\b(?:cuda|tried|gpu|kib|mib|gib|tib|pytorch)\b")
 
 
 class _NextMessage:

@@ -26,10 +26,10 @@ CACHING_1_0 = lazy(
 # 1.4-2.0: "...; F free; [X allowed; ]R reserved in total by PyTorch)" (+ max_split_size_mb hint from 1.10).
 # Ascend NPU builds add "X current active;".
 CACHING_1_4 = lazy(
-    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\((?:GPU|NPU)\s{1,2}(?P<gpu>\d{0,6}); "
+    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(?(?:GPU|NPU)\s{1,2}(?P<gpu>\d{0,6}); "
     r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?:" + SIZE + r" current active; )?(?:(?P<free>" + SIZE + r") free; )?(?:(?P<allowed>" + SIZE + r") allowed; )?"
-    r"(?P<reserved>" + SIZE + r") reserved in total by PyTorch\)" + _HINT_TAIL
+    r"(?P<reserved>" + SIZE + r") reserved in total by PyTorch\)?" + _HINT_TAIL  # parentheses lost in a paste
 )
 # 2.1+ ("capacty" typo in 2.1): ". GPU N has a total capacity of T of which F is free. <processes>
 # [X allowed; ]Of the allocated memory A is allocated by PyTorch, [with P allocated in private pools
