@@ -178,7 +178,7 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     squeezed out, then the trigger line alone.
     """
     t = lines[i].text
-    if any(g in t for g in _SINGLE_LINE_GATES):  # a one-line form (notebook header, worker exit) is never joined
+    if any(f.admits(t) for f in _SINGLE_LINE_FORMATS):  # a one-line form (notebook header, worker exit) is never joined
         c = classify(t)
         if c is not None and c.fmt.single_line:
             return c, t, i, [0]
@@ -251,7 +251,7 @@ def _superseded(lines: Sequence[Line], i: int, c: Classified, nxt: _NextMessage)
 
 
 _OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate")
-_SINGLE_LINE_GATES = tuple(dict.fromkeys(g for f in MESSAGE_FORMATS if f.single_line for g in f.gate))
+_SINGLE_LINE_FORMATS = tuple(f for f in MESSAGE_FORMATS if f.single_line)
 
 
 def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:

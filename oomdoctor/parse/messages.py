@@ -51,6 +51,10 @@ class MessageFormat:
     same_failure: bool = False  # every such message near another is the same failure (one per failing call site)
     single_line: bool = False  # the message is its line alone: never joined with the lines after it
 
+    def admits(self, text: str) -> bool:
+        """The cheap string test that decides whether the pattern is tried at all."""
+        return any(g in text for g in self.gate) and all(a in text for a in self.also)
+
     def kind_of(self, m: Match | None, text: str) -> str:
         return self.kind if isinstance(self.kind, str) else self.kind(m, text)
 
@@ -253,8 +257,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
-    MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom", recognise_only=True,
-                  single_line=True),
+    MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom",
+                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
     MessageFormat("DATALOADER_EXIT", ("exited unexpectedly",), P.DATALOADER_EXIT, "host_oom", recognise_only=True,
                   single_line=True),
 )
@@ -266,7 +270,7 @@ def classify(text: str) -> Classified | None:
     text = text[:CLASSIFY_CHARS]
     not_a_failure: bool | None = None
     for fmt in MESSAGE_FORMATS:
-        if not any(g in text for g in fmt.gate) or not all(a in text for a in fmt.also):
+        if not fmt.admits(text):
             continue
         if fmt.veto is not None and fmt.veto.search(text):
             continue
