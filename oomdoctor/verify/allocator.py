@@ -364,6 +364,12 @@ class CachingAllocator:
                     reclaimed += b.size
 
     # -- reporting ------------------------------------------------------------------------------------------
+    def shown_size(self, orig: int) -> int:
+        """What the OOM message says was tried for a request of `orig` bytes: the segment asked of cudaMalloc
+        (get_allocation_size of the rounded size), or the rounded size itself with expandable segments."""
+        size = round_size(orig, self.conf.roundup_power2_divisions)
+        return size if self.expandable else allocation_size(size)
+
     def oom_message(self, alloc_size: int, device_index: int = 0) -> str:
         """An era-F (torch ≈2.11–2.13) CUDA OOM message for the modelled state."""
         in_use = self.reserved + self.non_pytorch
@@ -497,10 +503,8 @@ def replay(trace: Iterable[tuple[str, int, int]], capacity: int, conf: AllocConf
             try:
                 live[sid] = alloc.malloc(nbytes)
             except OutOfMemory:
-                size = round_size(nbytes, alloc.conf.roundup_power2_divisions)
-                shown = size if alloc.expandable else allocation_size(size)
                 result.oom, result.oom_event = True, n
-                result.message = alloc.oom_message(shown)
+                result.message = alloc.oom_message(alloc.shown_size(nbytes))
                 result.requested_bytes = nbytes
                 result.reserved_at_oom, result.allocated_at_oom = alloc.reserved, alloc.allocated
                 break

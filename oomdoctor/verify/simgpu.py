@@ -285,13 +285,12 @@ class LiveTracker(StorageTracker):
         self.frames: dict[int, list[dict[str, Any]]] = {}  # id(block) -> its stack, innermost first
 
     def _allocated(self, sid: int, nbytes: int) -> None:
-        from oomdoctor.verify.allocator import OutOfMemory, allocation_size, round_size
+        from oomdoctor.verify.allocator import OutOfMemory
 
         try:
             block = self.allocator.malloc(nbytes)
         except OutOfMemory:
-            size = round_size(nbytes, self.allocator.conf.roundup_power2_divisions)
-            shown = size if self.allocator.expandable else allocation_size(size)
+            shown = self.allocator.shown_size(nbytes)
             self._report_oom(shown)
             raise torch.OutOfMemoryError(self.allocator.oom_message(shown)) from None
         self.blocks[sid] = block
@@ -348,11 +347,10 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
 
     from oomdoctor.units import parse_size
     from oomdoctor.verify.allocator import AllocConf, CachingAllocator
+    from oomdoctor.verify.trial import _no_device_moves, _tensors_via_host
 
     def size(v: int | str) -> int:
         return v if isinstance(v, int) else parse_size(v)
-
-    from oomdoctor.verify.trial import _no_device_moves, _tensors_via_host
 
     device = setup()
     saved = (torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor)
