@@ -135,15 +135,13 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank"):
         if key in params:
             hf[key] = params[key]
-    optimizer = str(d.get("optimizer") or "").lower()
-    for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("adam", "adamw")):
-        if word in optimizer:
-            hf["optimizer"] = ours
-            break
-    else:
-        note = "optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"
-        return {"model": "hf", "params": {"config": name, **hf}}, note
-    return {"model": "hf", "params": {"config": name, **hf}}, None
+    printed = str(d.get("optimizer") or "").lower()
+    optimizer = next((ours for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("adam", "adamw"))
+                      if word in printed), None)
+    if optimizer:
+        hf["optimizer"] = optimizer
+    note = None if optimizer else "optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"
+    return {"model": "hf", "params": {"config": name, **hf}}, note
 
 
 def _mib(n: int) -> str:
