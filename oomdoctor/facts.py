@@ -89,6 +89,11 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "outside_pytorch_bytes": ("bytes", "total - free - reserved: memory on the GPU not reserved by this PyTorch"),
     "outside_pytorch_fraction": ("float", "outside_pytorch_bytes / total"),
     # the event among the others
+    # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
+    "tensor_shape": ("str", "the shape of the tensor that did not fit, as printed: [32, 256, 35, 35]"),
+    "tensor_rank": ("int", "number of dimensions of that tensor"),
+    "tensor_leading_dim": ("int", "its first dimension: the batch, for an activation"),
+    "tensor_inner_max_dim": ("int", "its largest dimension other than the first and the last: a length (tokens, samples, pixels), for an activation"),
     "event_count": ("int", "OOM events in the same source"),
     "failing_ranks": ("int", "distinct ranks that hit an OOM in the same source"),
     "is_first_step": ("bool", "the failure came at step 0 or 1, or after training started but before any step was logged"),
@@ -241,6 +246,17 @@ def _implausible(event: OOMEvent) -> frozenset[str]:
         if bad.intersection(sources):
             bad.add(name)
     return frozenset(bad)
+
+
+def _shape(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    dims = event.detail.get("shape") or []
+    out["tensor_shape"] = f"[{', '.join(map(str, dims))}]" if dims else None
+    out["tensor_rank"] = len(dims) if dims else None
+    out["tensor_leading_dim"] = dims[0] if dims else None
+    out["tensor_inner_max_dim"] = max(dims[1:-1]) if len(dims) >= 3 else None
+    if dims:
+        for name in ("tensor_shape", "tensor_rank", "tensor_leading_dim", "tensor_inner_max_dim"):
+            ev[name] = (_event_line(event),)
 
 
 def _siblings(facts: ParseResult, event: OOMEvent, out: dict[str, Any]) -> None:
@@ -442,6 +458,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     out: dict[str, Any] = {}
     ev: dict[str, tuple[Evidence, ...]] = {}
     _figures(event, out, ev)
+    _shape(event, out, ev)
     _siblings(facts, event, out)
     _config(run, out, ev)
     _alloc_conf(event, run, out, ev)

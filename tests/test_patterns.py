@@ -62,6 +62,8 @@ EXAMPLES = [
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
      "shape[8,1024,4096] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
      "tf_oom", None, {"requested_bytes": 8 * 1024 * 4096 * 4, "gpu_index": 0}),
+    ("W tensorflow/core/framework/op_kernel.cc:1158] Resource exhausted: OOM when allocating tensor with "
+     "shape[1,1,100000,512]", "tf_oom", None, {"requested_bytes": None}),  # TF 1.x: the shape without its type
     ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
      "the engine.", "kv_cache", None, {}),
     ("RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
@@ -274,3 +276,14 @@ def test_process_figure_equal_to_the_reserve_up_to_rounding_is_plausible():
     assert "process_in_use_bytes" not in kept.implausible
     (nvml_blind,) = parse_text(msg.format("0 bytes")).events  # a container: NVML sees no process
     assert "process_in_use_bytes" in nvml_blind.implausible
+
+
+@pytest.mark.parametrize("line,shape", [
+    ("Resource exhausted: OOM when allocating tensor with shape[1,1,100000,512]", [1, 1, 100000, 512]),
+    ("ResourceExhaustedError: OOM when allocating tensor with shape[32,256,35,35] and type float on "
+     "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", [32, 256, 35, 35]),
+    ("ResourceExhaustedError (see above for traceback): OOM when allocating tensor of shape [563354,256] and type "
+     "float", [563354, 256]),
+])
+def test_tensorflow_prints_the_failing_tensors_shape_with_or_without_its_type(line, shape):
+    assert parse_text(line + "\n").events[0].detail["shape"] == shape

@@ -204,3 +204,27 @@ def test_fallback_rule_speaks_only_when_nothing_else_explains_the_event() -> Non
     explained = facts(requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66, reserved_unallocated_gib=10,
                       reserved_gib=76)
     assert "device-oom-unexplained" not in [g.rule for g in diagnose(explained)]
+
+
+@pytest.mark.parametrize("shape,first", [
+    ("32,256,35,35", "batch_too_large"),  # an activation: the batch leads
+    ("1,1,100000,512", "seq_len_spike"),  # one inner dimension of 100k: a long input
+    ("8,4096,32768", "batch_too_large"),  # logits-like: the long dimension is the last (features), not a length
+])
+def test_the_failing_tensors_shape_separates_batch_from_length(shape: str, first: str) -> None:
+    from oomdoctor.parse import parse_text
+
+    log = f"ResourceExhaustedError: OOM when allocating tensor with shape[{shape}] and type float\n"
+    assert categories(parse_text(log))[0] == first
+
+
+def test_a_weight_shaped_tensor_names_no_batch_and_a_late_tensorflow_failure_is_not_preallocation() -> None:
+    from oomdoctor.parse import parse_text
+
+    weight = "ResourceExhaustedError: OOM when allocating tensor of shape [563354,256] and type float\n"
+    assert {"activation-shape-batch", "long-dimension-in-shape"}.isdisjoint(g.rule for g in diagnose(parse_text(weight)))
+    late = "step 941580, loss = 0.14 (3076.2 examples/sec; 0.042 sec/batch)\n" + weight
+    early = "step 3, loss = 2.31 (3076.2 examples/sec; 0.042 sec/batch)\n" + weight
+    conf = {name: next(g.confidence for g in diagnose(parse_text(log)) if g.rule == "tf-allow-growth")
+            for name, log in (("late", late), ("early", early))}
+    assert conf["late"] < conf["early"]

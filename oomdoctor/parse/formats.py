@@ -114,7 +114,7 @@ BFC_RAN_OUT = lazy(
 )
 BFC_STAT = lazy(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(?P<value>\d{1,20})\s*$")
 TF_OOM = lazy(
-    r"OOM when allocating tensor (?:(?:with|of) shape\s?\[?(?P<shape>[\d, ]*)\]? and type (?P<dtype>\w+) )?"
+    r"OOM when allocating tensor (?:(?:with|of) shape\s?\[?(?P<shape>[\d, ]*)\]?(?: and type (?P<dtype>\w+))? ?)?"
     r"(?:on (?P<device>[\w:/]+) )?(?:by allocator (?P<allocator>\w+))?"
 )
 STREAM_EXECUTOR_OOM = lazy(
