@@ -24,6 +24,7 @@ SECTION_STACK = {
     "megatron_args": ("megatron",),
     "torchtitan_toml": ("torchtitan",),
     "vllm_args": ("vllm",),
+    "serving_engine": ("serving_engine",),
 }
 # Stacks that wrap HF TrainingArguments: their own config file is what the user edits.
 WRAPPERS = ("axolotl", "llama_factory")
@@ -274,11 +275,14 @@ def _save(d: Derived) -> tuple[Changes, str | None]:
     }, "the full state dict is never gathered on one GPU at once"
 
 
-def _vllm_util(d: Derived) -> tuple[Changes, str | None]:
+def _cache_budget(d: Derived) -> tuple[Changes, str | None]:
     return {
         "vllm_args": {"gpu_memory_utilization": 0.8, "max_model_len": "<shorter>", "max_num_seqs": "<fewer>"},
         "training_args": {"vllm_gpu_memory_utilization": 0.3},
-    }, "vLLM reserves less of the GPU for weights + KV cache, leaving room for the rest"
+        "serving_engine": {"lmdeploy": "--cache-max-entry-count 0.5 --session-len <shorter>",
+                           "text-generation-inference": "--cuda-memory-fraction 0.8 --max-total-tokens <fewer>",
+                           "sglang": "--mem-fraction-static 0.7 --context-length <shorter>"},
+    }, "the engine reserves less of the GPU for weights + KV cache, leaving room for the rest"
 
 
 def _fewer_generations(d: Derived) -> tuple[Changes, str | None]:
@@ -323,7 +327,7 @@ BUILDERS: dict[str, Builder] = {
     "expandable-segments": _expandable, "max-split-size": _max_split, "gc-threshold": _gc_threshold,
     "lighter-optimizer": _lighter_opt, "raise-zero-stage": _raise_zero, "cpu-offload": _offload,
     "more-gpus": _more_gpus, "fused-cross-entropy": _fused_ce, "free-other-process": _free_other,
-    "fix-leak": _fix_leak, "empty-cache-before-save": _save, "lower-gpu-memory-utilization": _vllm_util,
+    "fix-leak": _fix_leak, "empty-cache-before-save": _save, "lower-gpu-memory-utilization": _cache_budget,
     "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
     "no-preallocation": _no_prealloc,
 }

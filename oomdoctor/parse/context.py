@@ -531,6 +531,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "torchtitan": lazy(r"torchtitan"),
     "megatron": lazy(r"megatron", regex.I),
     "vllm": lazy(r"\bvllm\b", regex.I),
+    # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer.
+    "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
+                           r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
     "jax": lazy(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
     "tensorflow": lazy(r"tensorflow|keras", regex.I),
 }
@@ -600,7 +603,10 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
     barren: set[str] = set()  # line shapes (digits dropped) that named no configuration: dense per-step lines
     for ln in lines:
         text = ln.text
-        if len(text) > 20000 or "out of memory" in text:
+        if len(text) > 20000:
+            continue
+        if "out of memory" in text:  # the message configures nothing, but its path can name the engine that raised it
+            _stacks_named(ln, text, source, stacks)
             continue
         shape = DIGITS.sub("", text)
         if shape in barren:
@@ -638,6 +644,11 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
     if ("lora" in text.lower() and LORA.search(text)) or "lora_r" in cfg:
         cfg.setdefault("lora", Value(value=True, evidence=_ev(source, ln)))
         found = True
+    return _stacks_named(ln, text, source, stacks) or found
+
+
+def _stacks_named(ln: Line, text: str, source: str, stacks: dict[str, Evidence]) -> bool:
+    found = False
     for name, pat in STACKS.items():
         if pat.search(text) and _stack_line_counts(text):
             stacks.setdefault(name, _ev(source, ln))
