@@ -12,6 +12,11 @@ from oomdoctor.units import IMPLAUSIBLE_BYTES, MIB
 
 FactType = Literal["bytes", "int", "float", "bool", "str"]
 
+# What a CUDA context with cuBLAS/cuDNN handles usually holds outside PyTorch's allocator, whatever the card:
+# 0.3-0.5 GiB with CUDA's lazy module loading (PyTorch 1.13+ sets it), about 1 GiB when every kernel is loaded.
+# On a small card that alone is a large share; only what lies beyond it points at another process.
+CUDA_CONTEXT_BYTES = 1 << 30
+
 # How many lines before an OOM an evaluation banner still counts as "just before" it.
 EVAL_BANNER_WINDOW_LINES = 400
 
@@ -88,6 +93,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "non_pytorch_fraction_of_total": ("float", "non_pytorch_bytes / total"),
     "outside_pytorch_bytes": ("bytes", "total - free - reserved: memory on the GPU not reserved by this PyTorch"),
     "outside_pytorch_fraction": ("float", "outside_pytorch_bytes / total"),
+    "outside_pytorch_beyond_context_fraction": ("float", "(outside_pytorch_bytes - a CUDA context's usual footprint) / total: what a context and library handles alone do not explain"),
     # the event among the others
     # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
     "tensor_shape": ("str", "the shape of the tensor that did not fit, as printed: [32, 256, 35, 35]"),
@@ -158,6 +164,7 @@ _DEPENDS: dict[str, tuple[str, ...]] = {
     "non_pytorch_fraction_of_total": ("process_in_use_bytes", "reserved_bytes", "total_bytes"),
     "outside_pytorch_bytes": ("total_bytes", "free_bytes", "reserved_bytes"),
     "outside_pytorch_fraction": ("total_bytes", "free_bytes", "reserved_bytes"),
+    "outside_pytorch_beyond_context_fraction": ("total_bytes", "free_bytes", "reserved_bytes"),
     "activation_fraction_of_total": ("total_bytes",),
 }
 
@@ -230,6 +237,9 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "outside_pytorch_bytes": None if total is None or free is None or reserved is None else total - free - reserved,
     })
     out["outside_pytorch_fraction"] = _ratio(out["outside_pytorch_bytes"], total)
+    outside = out["outside_pytorch_bytes"]
+    out["outside_pytorch_beyond_context_fraction"] = None if outside is None or not total else \
+        max(0, outside - CUDA_CONTEXT_BYTES) / total
     req, alloc = event.requested_bytes, event.allocated_bytes
     out["request_absurd"] = None if req is None else (req >= IMPLAUSIBLE_BYTES or (total is not None and req >= 8 * total))
     out["allocated_exceeds_total"] = None if alloc is None or total is None else alloc > total

@@ -217,6 +217,13 @@ def test_optimizer_internals_take_the_phase_of_what_encloses_them():
     assert [events(t + MSG)[0].phase for t in (step_excerpt, engine_init, in_training)] == ["train", "init", "train"]
 
 
+def test_a_torchscript_backward_op_is_training():
+    scripted = ('Traceback of TorchScript (most recent call last):\n  File "<string>", line 83, in <backward op>\n'
+                "            result = torch.softmax(self, dim, dtype)\n")
+    (event,) = events(scripted + MSG)
+    assert (event.phase, event.operation) == ("train", "attention")  # the softmax it was computing
+
+
 def test_moving_a_module_to_the_device_is_set_up():
     convert = _frames((f"{SITE}/torch/nn/modules/module.py", "convert"))
     assert events(convert + MSG)[0].phase == "init"

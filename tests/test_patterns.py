@@ -109,6 +109,7 @@ EXAMPLES = [
     ("  what():  [TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/utils/allocator.h:223 ",
      "cuda_error", None, {}),  # FasterTransformer / TurboMind check_cuda_error
     ("OutOfMemoryError                          Traceback (most recent call last)", "cuda_oom", None, {}),  # notebook
+    ("GPUassert: out of memory pcdet/ops/iou3d_nms/src/iou3d_nms.cpp 103", "cuda_error", None, {}),  # gpuAssert macro
     ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),
 ]
 
@@ -204,6 +205,15 @@ TOLERANT = [
     ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB GPU 0; 8.00 GiB total capacity; "
      "7.20 GiB already allocated; 0 bytes free; 7.30 GiB reserved in total by PyTorch", "cuda_oom",
      {"requested_bytes": 20 * MIB, "reserved_bytes": b("7.30", 3), "free_bytes": 0}),
+    # cut short: the figures printed before the cut are kept, in either era's wording
+    ("RuntimeError: CUDA out of memory. Tried to allocate 57.83 GiB (GPU 0; 8.00 GiB total capacity", "cuda_oom",
+     {"requested_bytes": b("57.83", 3), "total_bytes": 8 * GIB, "free_bytes": None}),
+    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 7.78 GiB total capacity; 1.83 GiB already "
+     "allocated; 8.38 MiB free; ...", "cuda_oom",
+     {"total_bytes": b("7.78", 3), "allocated_bytes": b("1.83", 3), "free_bytes": b("8.38", 2), "reserved_bytes": None}),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 4 has a total capacity of 79.11 GiB "
+     "of which 1.07 GiB is free. ...", "cuda_oom",
+     {"total_bytes": b("79.11", 3), "free_bytes": b("1.07", 3), "gpu_index": 4, "allocated_bytes": None}),
 ]
 
 

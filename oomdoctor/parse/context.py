@@ -55,7 +55,7 @@ TRAIN_BANNER = lazy(
     r"|[Ss]tarting training from iteration|\bStart training\b"
 )
 FRAME = lazy(
-    r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func>[\w<>.]+)'  # CPython
+    r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'  # CPython; TorchScript's autograd
     r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab (before IPython 8)
     r"|^<ipython-input-[\w-]{1,80}> in (?P<cellfunc><module>|\w+)"  # a notebook cell (before IPython 8)
     r"|^\s*File (?P<ipy8file>\S[^\n]{0,400}?):\d{1,20}, in (?P<ipy8func>[\w<>.]+)"  # IPython 8+
@@ -97,7 +97,7 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "compute_loss", "fit_loop", "_run_train", "train_epoch", "forward_backward_func",
         "forward_backward_no_pipelining", "train", "fit", "train_model", "learn", "train_loop", "train_batch",
         "training_epoch", "_fit_impl", "run_training_epoch", "run_training_batch", "update_params", "optimize_model",
-        "fit_one_epoch", "train_on_batch", "run_step", "do_train", "_run_stage",
+        "fit_one_epoch", "train_on_batch", "run_step", "do_train", "_run_stage", "<backward op>",
     }),
     "init": frozenset({
         "from_pretrained", "_load_pretrained_model", "load_state_dict", "load_checkpoint", "dispatch_model",
@@ -366,7 +366,7 @@ OPTIMIZER_SETUP_FUNCS = frozenset({"initialize_optimizer_states"})  # creates th
 # The model's forward: innermost of these, the failure is in the forward pass whatever encloses it.
 FORWARD_FUNCS = frozenset({"forward", "_call_impl", "_wrapped_call_impl", "training_step", "validation_step",
                            "compute_loss", "_training_step", "closure", "_forward"})
-BACKWARD_FUNCS = frozenset({"backward", "run_backward", "_engine_run_backward"})
+BACKWARD_FUNCS = frozenset({"backward", "run_backward", "_engine_run_backward", "<backward op>"})
 # The failing statement (a traceback's code line) allocates an attention key/value cache.
 KV_STATEMENT = lazy(
     r"\b(?:kv_cache|kv_buffer|key_buffer|value_buffer|k_cache|v_cache|key_cache|value_cache|kv_pool|past_key_values)\b"

@@ -50,7 +50,11 @@ PROCESS_CLAUSE = lazy(
 # log collector, an unknown future era): the request is still known.
 CACHING_ANY = lazy(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
-    r"(?:\.? ?\(?GPU (?P<gpu>\d{1,6})(?!\d))?"
+    r"(?:\.? ?\(?GPU (?P<gpu>\d{1,6})(?!\d)"
+    # whatever figures came before the cut, in either era's wording
+    r"(?:;\s?(?P<total>" + SIZE + r") total capacity(?:;\s?(?P<allocated>" + SIZE + r") already allocated"
+    r"(?:;\s?(?P<free>" + SIZE + r") free)?)?"
+    r"| has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?)?)?"
 )
 # PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
@@ -81,6 +85,7 @@ CUDA_ERROR_STRICT = lazy(
     r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b[^\n]{0,400}?from device)"
     r"|CUDA Error: out of memory at \S{1,300}:\d{1,9}"  # C++ extensions' own check (vLLM's cumem_allocator.cpp)
     r"|CUDA runtime error: out of memory"  # FasterTransformer / TurboMind check_cuda_error: "[TM][ERROR] CUDA runtime error: ..."
+    r"|GPUassert: out of memory"  # the gpuAssert macro many CUDA extensions copy: "GPUassert: %s %s %d" (error, file, line)
 )
 # A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
 # call last)". It is the failure only when the message itself was not kept (the cell's output was cut).
