@@ -224,6 +224,16 @@ def test_a_torchscript_backward_op_is_training():
     assert (event.phase, event.operation) == ("train", "attention")  # the softmax it was computing
 
 
+
+def test_torchscripts_here_marker_names_the_failing_statement():
+    scripted = ('Traceback of TorchScript (most recent call last):\n  File "<string>", line 83, in <backward op>\n'
+                "            def backward(grad_output):\n"
+                "                grad_self = torch._softmax_backward_data(grad_output, result, dim, self.dtype)\n"
+                "                            ~~~~~~~~~~~~~~~~~~~~~~~~~~~~ <--- HERE\n"
+                "                return grad_self, None, None\n")
+    assert events(scripted + MSG)[0].operation == "attention"  # not the `return` printed after it
+
+
 def test_moving_a_module_to_the_device_is_set_up():
     convert = _frames((f"{SITE}/torch/nn/modules/module.py", "convert"))
     assert events(convert + MSG)[0].phase == "init"

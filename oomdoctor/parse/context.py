@@ -376,14 +376,21 @@ KV_STATEMENT = lazy(
 
 # The failing statement or innermost frame computes attention scores (batch × heads × seq² of them).
 ATTENTION_STATEMENT = lazy(
-    r"softmax\(|scaled_dot_product_attention|torch\.(?:bmm|matmul|baddbmm)\([^)]{0,80}(?:key|k)\b|@\s?(?:key|k)\.transpose"
+    r"softmax(?:_backward_data)?\(|scaled_dot_product_attention|torch\.(?:bmm|matmul|baddbmm)\([^)]{0,80}(?:key|k)\b|@\s?(?:key|k)\.transpose"
     r"|\battn_weights\s?=|\battention_scores\s?=|\bscores\s?=\s?torch\.(?:matmul|bmm)"
 )
 ATTENTION_FUNCS = lazy(r"(?:^|_)(?:attn|attention)(?:_|$)|^_?(?:eager|sdpa|math)_attention|^_scaled_dot_product", regex.I)
 
 
+TORCHSCRIPT_HERE = lazy(r"^\s*~{1,400}\s{0,4}<--- HERE\s*$")
+
+
 def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line | None:
-    """The code line printed just above the error (the statement that raised), if the log shows one."""
+    """The code line printed just above the error (the statement that raised), if the log shows one; in a
+    TorchScript traceback, the line its `~~~~ <--- HERE` marker underlines."""
+    for i in range(idx - 1, max(0, idx - CODE_LINES_PER_FRAME), -1):
+        if TORCHSCRIPT_HERE.match(lines[i].text) and _same_rank(lines[i - 1], rank):
+            return lines[i - 1]
     for i in range(idx - 1, max(-1, idx - 4), -1):
         ln = lines[i]
         text = ln.text.strip()
