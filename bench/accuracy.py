@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from oomdoctor.engine.engine import diagnose_with  # noqa: E402
 from oomdoctor.engine.loader import load_rules  # noqa: E402
+from oomdoctor.facts import derive  # noqa: E402
 from oomdoctor.parse import ParseResult, parse_files  # noqa: E402
 from oomdoctor.parse.model import FIGURES  # noqa: E402
 
@@ -61,6 +62,7 @@ class Row:
     categories: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
     fired: int = 0  # diagnoses (benign logs must have none)
+    message_only: bool = False  # the log shows nothing but the message: no step, phase, operation, config or memory
     error: str | None = None
 
     @property
@@ -121,6 +123,7 @@ def score(sidecar: Path, registry: dict) -> Row | None:
         row.events_found = len(facts.events)
         _compare(expected, facts, row)
         diagnoses = diagnose_with(facts, registry)
+        row.message_only = bool(facts.events) and derive(facts, 0).values["context_shown"] is False
         row.fired = len(diagnoses)
         row.categories = _distinct([g.category for g in diagnoses])
         row.fixes = _distinct([f.id for g in diagnoses for f in g.fixes])
@@ -138,6 +141,8 @@ def metrics(rows: list[Row]) -> dict[str, str]:
     oom = [r for r in rows if r.events_expected]
     est = [r for r in rows if r.established and r.expected_category]
     with_fix = [r for r in est if r.fix_ids]
+    bare = [r for r in est if r.message_only]
+    shown = [r for r in est if not r.message_only]
     return {
         "logs": str(len(oom)),
         "detect": _pct(sum(r.events_found == r.events_expected for r in oom), len(oom)),
@@ -147,6 +152,9 @@ def metrics(rows: list[Row]) -> dict[str, str]:
         "top-1": _pct(sum(r.top1 for r in est), len(est)),
         "top-3": _pct(sum(r.top3 for r in est), len(est)),
         "fix@3": _pct(sum(r.fix3 for r in with_fix), len(with_fix)),
+        # The ceiling: a log that is the message alone cannot tell a batch too large from a model too large.
+        "top-1 w/ context": _pct(sum(r.top1 for r in shown), len(shown)),
+        "top-1 msg only": _pct(sum(r.top1 for r in bare), len(bare)),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,7 +23,7 @@ EVAL_BANNER_WINDOW_LINES = 400
 
 STACKS = (
     "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl",
-    "torchtitan", "megatron", "vllm", "serving_engine", "jax", "tensorflow",
+    "torchtitan", "megatron", "vllm", "serving_engine", "tpu", "jax", "tensorflow",
 )
 
 CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
@@ -82,7 +83,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "reserved_unallocated_fraction_of_total": ("float", "reserved-but-unallocated / total"),
     "reserved_unallocated_over_requested": ("float", "reserved-but-unallocated / requested"),
     "requested_fraction_of_total": ("float", "requested / total"),
-    "requested_over_free": ("float", "requested / free"),
+    "requested_over_free": ("float", "requested / free (infinite when nothing was free)"),
     "free_covers_request": ("bool", "the device reported at least the requested bytes free, yet the allocation failed"),
     "free_plus_slack_over_requested": ("float", "(free + reserved-but-unallocated) / requested: above 1, the memory exists but not in one piece"),
     "allowed_fraction_of_total": ("float", "per-process cap / total"),
@@ -100,6 +101,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "tensor_rank": ("int", "number of dimensions of that tensor"),
     "tensor_leading_dim": ("int", "its first dimension: the batch, for an activation"),
     "tensor_inner_max_dim": ("int", "its largest dimension other than the first and the last: a length (tokens, samples, pixels), for an activation"),
+    "tensor_inner_dim_square": ("bool", "that largest inner dimension is a perfect square (64x64, 256x256): a flattened feature map, not a length"),
     "event_count": ("int", "OOM events in the same source"),
     "failing_ranks": ("int", "distinct ranks that hit an OOM in the same source"),
     "is_first_step": ("bool", "the failure came at step 0 or 1, or after training started but before any step was logged"),
@@ -224,7 +226,8 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "reserved_unallocated_fraction_of_total": _ratio(event.reserved_unallocated_bytes, total),
         "reserved_unallocated_over_requested": _ratio(event.reserved_unallocated_bytes, event.requested_bytes),
         "requested_fraction_of_total": _ratio(event.requested_bytes, total),
-        "requested_over_free": _ratio(event.requested_bytes, free),
+        # "0 bytes free" (the commonest figure of a full card) makes the ratio unbounded, not unknown
+        "requested_over_free": math.inf if free == 0 and event.requested_bytes else _ratio(event.requested_bytes, free),
         "free_covers_request": None if free is None or event.requested_bytes is None else free >= event.requested_bytes,
         "free_plus_slack_over_requested": None if free is None or event.reserved_unallocated_bytes is None
         else _ratio(free + event.reserved_unallocated_bytes, event.requested_bytes),
@@ -263,9 +266,10 @@ def _shape(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, .
     out["tensor_shape"] = f"[{', '.join(map(str, dims))}]" if dims else None
     out["tensor_rank"] = len(dims) if dims else None
     out["tensor_leading_dim"] = dims[0] if dims else None
-    out["tensor_inner_max_dim"] = max(dims[1:-1]) if len(dims) >= 3 else None
+    out["tensor_inner_max_dim"] = inner = max(dims[1:-1]) if len(dims) >= 3 else None
+    out["tensor_inner_dim_square"] = None if inner is None else inner >= 1024 and math.isqrt(inner) ** 2 == inner
     if dims:
-        for name in ("tensor_shape", "tensor_rank", "tensor_leading_dim", "tensor_inner_max_dim"):
+        for name in ("tensor_shape", "tensor_rank", "tensor_leading_dim", "tensor_inner_max_dim", "tensor_inner_dim_square"):
             ev[name] = (_event_line(event),)
 
 

@@ -103,6 +103,9 @@ EXAMPLES = [
     ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
      "memory space hbm. Used 21.90G of 7.48G hbm. Exceeded hbm capacity by 14.42G.", "xla_oom", None,
      {"total_bytes": b("7.48", 3)}),
+    ("2020-10-22 02:48:58 10.0.0.2 [3]   (1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. "
+     "There are 142.58M free.; (0x3x0_HBM1)", "xla_oom", None,  # TPU runtime (XRT)
+     {"requested_bytes": b("180.59", 2), "free_bytes": b("142.58", 2)}),
     ("[1]    16261 killed     python3 train.py --model_size 65B", "host_oom", None, {}),  # zsh job notice
     ("[1]+  Killed                  python train.py", "host_oom", None, {}),  # bash job notice
     ("fish: Job 1, 'python train.py' terminated by signal SIGKILL (Forced quit)", "host_oom", None, {}),
@@ -297,3 +300,12 @@ def test_process_figure_equal_to_the_reserve_up_to_rounding_is_plausible():
 ])
 def test_tensorflow_prints_the_failing_tensors_shape_with_or_without_its_type(line, shape):
     assert parse_text(line + "\n").events[0].detail["shape"] == shape
+
+
+def test_tensorflows_allocator_line_and_kernel_line_are_one_failure_with_its_shape():
+    log = ("W tensorflow/core/common_runtime/bfc_allocator.cc:271] Ran out of memory trying to allocate 320.00MiB.  See "
+           "logs for memory state.\n"
+           "W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when allocating tensor with "
+           "shape[20,65536,64]\n")
+    (event,) = parse_text(log).events
+    assert (event.line, event.requested_bytes, event.detail["shape"]) == (1, 320 * MIB, [20, 65536, 64])

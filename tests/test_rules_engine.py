@@ -210,6 +210,7 @@ def test_fallback_rule_speaks_only_when_nothing_else_explains_the_event() -> Non
     ("32,256,35,35", "batch_too_large"),  # an activation: the batch leads
     ("1,1,100000,512", "seq_len_spike"),  # one inner dimension of 100k: a long input
     ("8,4096,32768", "batch_too_large"),  # logits-like: the long dimension is the last (features), not a length
+    ("20,65536,64", "batch_too_large"),  # 65536 = 256x256: a flattened feature map of each image, not a length
 ])
 def test_the_failing_tensors_shape_separates_batch_from_length(shape: str, first: str) -> None:
     from oomdoctor.parse import parse_text
@@ -228,3 +229,11 @@ def test_a_weight_shaped_tensor_names_no_batch_and_a_late_tensorflow_failure_is_
     conf = {name: next(g.confidence for g in diagnose(parse_text(log)) if g.rule == "tf-allow-growth")
             for name, log in (("late", late), ("early", early))}
     assert conf["late"] < conf["early"]
+
+
+def test_nothing_free_is_a_full_card_not_an_unknown() -> None:
+    full = facts(requested_gib=0.0625, total_gib=24, free_gib=0, allocated_gib=22.76, reserved_gib=23.2,
+                 reserved_unallocated_gib=0.44)
+    d = derive(full, 0)
+    assert d.values["requested_over_free"] == float("inf")
+    assert "capacity-exhausted" in [g.rule for g in diagnose(full)]

@@ -541,6 +541,8 @@ STACKS: dict[str, regex.Pattern[str]] = {
     # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer.
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
                            r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
+    # A TPU: its HBM belongs to one process, so no other process or preallocation competes for it.
+    "tpu": lazy(r"\bTPU(?:s|v\d\w{0,3}| v\d)?\b|\blibtpu\b|memory space hbm|_HBM\d\b|\bXRT\b"),
     "jax": lazy(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
     "tensorflow": lazy(r"tensorflow|keras", regex.I),
 }

@@ -16,7 +16,7 @@ from oomdoctor.parse import context as ctx
 from oomdoctor.parse import formats as P
 from oomdoctor.parse import summary as memory_summary
 from oomdoctor.parse.lazyregex import lazy
-from oomdoctor.parse.messages import CLASSIFY_CHARS, MESSAGE_FORMATS, Classified, classify
+from oomdoctor.parse.messages import CLASSIFY_CHARS, MESSAGE_FORMATS, Classified, classify, dims_of
 from oomdoctor.parse.messages import era as message_era
 from oomdoctor.parse.messages import figures as message_figures
 from oomdoctor.parse.model import (
@@ -306,6 +306,8 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         f = reader.figures(hit)
         if hit.kind == "host_oom" and _merge_host_kill(events, lines, hit, rank):
             continue
+        if hit.kind == "tf_oom" and _merge_tf_op(events, first, f, rank, run):
+            continue
         key = _dedupe_key(run, rank, f, hit)
         if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
             continue  # the same message again: logged, then raised; or re-raised "during handling"
@@ -313,7 +315,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             over += 1
             continue
         seen[key] = len(events)
-        events.append(reader.event(hit, f, run, rank, rank_ev))
+        events.append(_with_tf_shape(reader.event(hit, f, run, rank, rank_ev)))
     if over:
         warnings.warn(LimitWarning(f"{source}: {over:,} more OOM messages after the first {MAX_EVENTS_PER_SOURCE:,} "
                                    "were counted, not reported one by one"), stacklevel=2)
@@ -337,6 +339,35 @@ def _dedupe_key(run: int, rank: int | None, f: dict, hit: _Hit) -> str:
     what = ("same-failure" if hit.c.fmt.same_failure
             else f"{hit.kind}|{figures}" if figures else _key(hit.kind, hit.text, hit.c.match))
     return f"{run}|{rank}|{f.get('gpu_index')}|{what}"
+
+
+TF_OP_AFTER_BFC_LINES = 3
+
+
+def _with_tf_shape(event: OOMEvent) -> OOMEvent:
+    """A BFC allocator failure whose message region also holds the kernel's "OOM when allocating tensor with
+    shape[...]" line: the shape belongs to this event."""
+    if event.kind != "tf_oom" or "shape" in event.detail or "OOM when allocating" not in event.message:
+        return event
+    m = P.TF_OOM.search(event.message)
+    if m is None or not m["shape"]:
+        return event
+    return event.model_copy(update={"detail": {**event.detail, "shape": dims_of(m["shape"])}})
+
+
+def _merge_tf_op(events: list[OOMEvent], first: Line, f: dict, rank: int | None, run: int) -> bool:
+    """TensorFlow reports one failed allocation twice: the BFC allocator's "Ran out of memory trying to allocate X",
+    then the kernel's "OOM when allocating tensor with shape[...]". The second adds the shape to the first."""
+    prev = events[-1] if events else None
+    if prev is None or prev.kind != "tf_oom" or prev.rank != rank or prev.run != run \
+            or not 0 < first.number - prev.end_line <= TF_OP_AFTER_BFC_LINES:
+        return False
+    shape = (f.get("detail") or {}).get("shape")
+    if shape is None:
+        return False
+    events[-1] = prev.model_copy(update={"detail": {**f["detail"], **prev.detail},
+                                         "requested_bytes": prev.requested_bytes or f.get("requested_bytes")})
+    return True
 
 
 def _merge_host_kill(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit, rank: int | None) -> bool:

@@ -110,6 +110,12 @@ XLA_BYTES = lazy(
 XLA_HBM = lazy(
     r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<used>\d{1,20}(?:\.\d{1,20})?[KMGT]?) of (?P<limit>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \w+"
 )
+# TPU runtime (XRT, torch_xla/TF 1.x on TPU): "Resource exhausted: Attempting to allocate 180.59M. That was not
+# possible. There are 142.58M free.; (0x3x0_HBM1)"
+XLA_XRT = lazy(
+    r"Attempting to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?[KMGT]?)\. That was not possible\."
+    r"(?: There are (?P<free>\d{1,20}(?:\.\d{1,20})?[KMGT]?) free\.)?"
+)
 XLA_ANY = lazy(r"RESOURCE_EXHAUSTED:?[^\n]{0,200}?(?:[Oo]ut of memory|ran out of memory|Ran out of memory)")
 # TensorFlow's BFC allocator: "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB (rounded to …)";
 # TF 1.x before the allocator was named: "Ran out of memory trying to allocate 193.0KiB.  See logs for memory state."

@@ -153,7 +153,7 @@ def _xla_size(v: str) -> int:
     return parse_size(v + "iB" if v[-1] in "KMGT" else v)
 
 
-def _dims(shape: str) -> list[int]:
+def dims_of(shape: str) -> list[int]:
     """The dimensions of a printed shape such as "8, 1024, 4096"."""
     return [int(d) for d in shape.replace(" ", "").split(",") if d]
 
@@ -172,7 +172,7 @@ def _tensor_bytes(dims: list[int], dtype: str | None) -> int | None:
 def _tf_oom(m: Match) -> Figures:
     if m["shape"] is None:
         return {}
-    dims = _dims(m["shape"])
+    dims = dims_of(m["shape"])
     f: Figures = {"detail": {"shape": dims, "dtype": m["dtype"], "device": m["device"], "allocator": m["allocator"]}}
     n = _tensor_bytes(dims, m["dtype"])
     if n is not None:
@@ -182,7 +182,7 @@ def _tf_oom(m: Match) -> Figures:
 
 def _numpy_alloc(m: Match) -> Figures:
     """NumPy's host allocation failure: the exact request from the shape and dtype, else its rounded size."""
-    dims = _dims(m["shape"])
+    dims = dims_of(m["shape"])
     n = _tensor_bytes(dims, m["dtype"]) if dims else None
     if n is not None:
         return {"requested_bytes": n, "detail": {"shape": dims, "dtype": m["dtype"]}}
@@ -249,6 +249,9 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         veto=P.TF_NOT_A_FAILURE),
     MessageFormat("BFC_RAN_OUT", _XLA_WORDS, P.BFC_RAN_OUT, _tf_if_named, lambda m: {
         "requested_bytes": int(m["rounded"]) if m["rounded"] else parse_size(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("XLA_XRT", _XLA_WORDS, P.XLA_XRT, "xla_oom", lambda m: {
+        "requested_bytes": _xla_size(m["requested"]), "free_bytes": _xla_size(m["free"]) if m["free"] else None},
+        veto=P.TF_NOT_A_FAILURE),
     MessageFormat("XLA_ANY", _XLA_WORDS, P.XLA_ANY, "xla_oom", veto=P.TF_NOT_A_FAILURE, recognise_only=True),
     MessageFormat("XLA_TF_RESOURCE", ("Resource exhausted: Out of memory",), None, "xla_oom", veto=P.TF_NOT_A_FAILURE),
     MessageFormat("TF_OOM", ("OOM when allocating",), P.TF_OOM, "tf_oom", _tf_oom, veto=P.TF_NOT_A_FAILURE, bare=True),
