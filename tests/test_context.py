@@ -234,6 +234,14 @@ def test_torchscripts_here_marker_names_the_failing_statement():
     assert events(scripted + MSG)[0].operation == "attention"  # not the `return` printed after it
 
 
+def test_frames_inside_an_evaluation_package_are_evaluation():
+    matching = _frames(("rfdetr/evaluation/matching.py", "build_matching_data"),
+                       ("rfdetr/evaluation/matching.py", "_compute_mask_iou"))
+    script = _frames(("eval_coco.py", "main"), ("models/head.py", "forward"))
+    elsewhere = _frames(("models/evaluator_utils.py", "merge"), ("train.py", "<module>"))
+    assert [events(t + MSG)[0].phase for t in (matching, script, elsewhere)] == ["eval", "eval", "unknown"]
+
+
 def test_moving_a_module_to_the_device_is_set_up():
     convert = _frames((f"{SITE}/torch/nn/modules/module.py", "convert"))
     assert events(convert + MSG)[0].phase == "init"

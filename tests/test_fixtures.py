@@ -24,8 +24,6 @@ KNOWN_GAPS = {
     "p28-anomalygpt-load-hostoom.log": "line: the launcher's kill line is hard-wrapped, the event is put on its last piece; "
                                        "init from 'Initializing language decoder' is not read",
     "p27-faststyle-batch.log": "phase: a training loop named optimize() running `train_step.run(...)` is not read as train",
-    "p29-rfdetr-eval.log": "a 2.1+ message wrapped one sentence per line loses the process figure; frames under "
-                           "an evaluation/ package without an eval-named function are not read as eval",
     # held-out fixtures: their gaps are recorded, not tuned away
     "p23-fastai-lrfind-batch.log": "phase: fastai's lr_find (training steps) is not a train frame",
     "p28-jetson-inference-hostoom.log": "detect: a MemoryError named inside a PicklingError is not read as an OOM",

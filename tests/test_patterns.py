@@ -217,6 +217,9 @@ TOLERANT = [
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 4 has a total capacity of 79.11 GiB "
      "of which 1.07 GiB is free. ...", "cuda_oom",
      {"total_bytes": b("79.11", 3), "free_bytes": b("1.07", 3), "gpu_index": 4, "allocated_bytes": None}),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB.\nGPU 0 has a total capacity of 23.56 GiB "
+     "of which 1.61 GiB is free.\nIncluding non-PyTorch memory, this process has 21.67 GiB memory in use.", "cuda_oom",
+     {"free_bytes": b("1.61", 3), "process_in_use_bytes": b("21.67", 3), "allocated_bytes": None}),
 ]
 
 

@@ -432,6 +432,12 @@ def phase_from_message(text: str) -> bool:
 STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these decides; train/init frames are weaker
 
 
+# A frame whose file sits in an evaluation package or is an evaluation script: its helpers (IoU matching, metric
+# accumulation) have names of their own, but what runs them is evaluation.
+EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evaluator|evaluators|validation)[/\\][^"]{1,200}'
+                 r'|(?:evaluate|evaluation|eval)(?:_\w{1,40})?\.py)"')
+
+
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
     innermost of train and init (a module's .to() inside train() is still model set-up). Optimizer internals
@@ -455,6 +461,8 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         else:
             if phases:
                 innermost = Witness(phases[0], ln)
+            elif strong is None and EVAL_PATH.search(ln.text):
+                strong = Witness("eval", ln)  # the evaluation package's own helpers (matching, metrics)
     return strong or innermost
 
 

@@ -54,7 +54,9 @@ CACHING_ANY = lazy(
     # whatever figures came before the cut, in either era's wording
     r"(?:;\s?(?P<total>" + SIZE + r") total capacity(?:;\s?(?P<allocated>" + SIZE + r") already allocated"
     r"(?:;\s?(?P<free>" + SIZE + r") free)?)?"
-    r"| has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?)?)?"
+    r"| has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
+    r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
+    + r" memory in use\.\s?){1,64}))?)?)?"
 )
 # PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :

@@ -129,6 +129,14 @@ def _caching_2_1(m: Match) -> Figures:
     return f
 
 
+def _caching_any(m: Match) -> Figures:
+    """A message cut short: whatever it printed before the cut, the process clauses included."""
+    f = _caching_common(m)
+    if m["procs"]:
+        _processes(f, m["procs"])
+    return f
+
+
 def _processes(f: Figures, procs: str) -> None:
     """Split the `Process N has X memory in use` clauses into this process and the others."""
     others: list[OtherProcess] = []
@@ -222,7 +230,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("CACHING_1_4", _OOM_WORDS, P.CACHING_1_4, _device_kind, _caching_1_4,
                   lambda m, text: "1.10-2.0" if "max_split_size_mb" in text else "1.4-2.0"),
     MessageFormat("CACHING_1_0", _OOM_WORDS, P.CACHING_1_0, _device_kind, _caching_1_0, "1.0-1.3"),
-    MessageFormat("CACHING_ANY", _OOM_WORDS, P.CACHING_ANY, _device_kind, _caching_common, complete=False),
+    MessageFormat("CACHING_ANY", _OOM_WORDS, P.CACHING_ANY, _device_kind, _caching_any, complete=False),
     MessageFormat("MALLOC_ASYNC", ("would exceed allowed memory",), P.MALLOC_ASYNC, "cuda_oom", _malloc_async),
     MessageFormat("MPS", _OOM_WORDS, P.MPS, "mps_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
