@@ -242,6 +242,12 @@ def test_frames_inside_an_evaluation_package_are_evaluation():
     assert [events(t + MSG)[0].phase for t in (matching, script, elsewhere)] == ["eval", "eval", "unknown"]
 
 
+def test_a_banner_initialising_a_part_of_the_model_is_set_up():
+    banner = "Initializing language decoder from ../ckpt/vicuna/7b/ ...\n"
+    assert events(banner + MSG)[0].phase == "init"
+    assert events("Initializing the data pipeline ...\n" + MSG)[0].phase == "unknown"
+
+
 def test_moving_a_module_to_the_device_is_set_up():
     convert = _frames((f"{SITE}/torch/nn/modules/module.py", "convert"))
     assert events(convert + MSG)[0].phase == "init"

@@ -21,8 +21,7 @@ KNOWN_GAPS = {
     "mix-ncrfpp-thcudacheck-backward.log": "phase: Python 2 traceback after a THCudaCheck line",
     "p3-lmmr1-kvcache.log": "Ray actors: three processes' CUDA errors read as two; vLLM wake_up not a generate frame",
     "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tag and init from ShardCannotStart are not read",
-    "p28-anomalygpt-load-hostoom.log": "line: the launcher's kill line is hard-wrapped, the event is put on its last piece; "
-                                       "init from 'Initializing language decoder' is not read",
+    "p28-anomalygpt-load-hostoom.log": "line: the launcher's kill line is hard-wrapped, the event is put on its last piece",
     "p27-faststyle-batch.log": "phase: a training loop named optimize() running `train_step.run(...)` is not read as train",
     # held-out fixtures: their gaps are recorded, not tuned away
     "p23-fastai-lrfind-batch.log": "phase: fastai's lr_find (training steps) is not a train frame",

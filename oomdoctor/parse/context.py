@@ -329,7 +329,8 @@ NON_TRAIN_BAR = lazy(
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
 MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b")
-INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Initializing model|Creating model|loading weights")
+INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|loading weights"
+                   r"|\bInitializ(?:ing|e) (?:the )?(?:[\w-]{1,30} ){0,2}(?:model|decoder|encoder|backbone|network|LLM)\b")
 
 
 def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 300) -> list[tuple[str, Line]]:
