@@ -272,3 +272,11 @@ def test_an_inference_scripts_running_bar_is_not_a_training_step():
     finished = " 100%|██████████| 12/12 [00:00<00:00, 47.40it/s]\n"  # training ended; then a generate call failed
     gen = _frames(("train.py", "<module>"), (f"{SITE}/transformers/generation/utils.py", "generate"))
     assert events(finished + gen + MSG)[0].step == 12
+
+
+def test_pytests_long_traceback_after_the_failure_line_gives_the_phase():
+    report = ("  FAILED tests/test_dpo.py::test_train - " + MSG +
+              "  tests/test_dpo.py:852: \n  " + "_ " * 20 + "\n"
+              "  .venv/lib/python3.11/site-packages/transformers/trainer.py:1412: in train\n"
+              "      return inner_training_loop(\n")
+    assert events(report)[0].phase == "train"

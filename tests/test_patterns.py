@@ -98,6 +98,9 @@ EXAMPLES = [
     ("W tensorflow/core/common_runtime/bfc_allocator.cc:424] Allocator (GPU_0_bfc) ran out of memory trying to "
      "allocate 2.19GiB (rounded to 2348810240)requested by op Conv2D", "tf_oom", None,
      {"requested_bytes": 2348810240, "gpu_index": 0}),
+    ("W external/org_tensorflow/tensorflow/core/common_runtime/bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out of "
+     "memory trying to allocate 18.44GiB (rounded to 19805393664)requested by op ", "xla_oom", None,  # jaxlib's copy
+     {"requested_bytes": 19805393664}),
     ("W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 193.0KiB.  See "
      "logs for memory state.", "tf_oom", None, {"requested_bytes": 197632}),  # TF 1.x, before allocators were named
     ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "

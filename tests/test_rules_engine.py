@@ -237,3 +237,10 @@ def test_nothing_free_is_a_full_card_not_an_unknown() -> None:
     d = derive(full, 0)
     assert d.values["requested_over_free"] == float("inf")
     assert "capacity-exhausted" in [g.rule for g in diagnose(full)]
+
+
+def test_a_process_holding_most_of_the_card_keeps_capacity_listed_beside_the_other_processes() -> None:
+    shared = facts(others=[4], requested_gib=0.07, total_gib=14.74, free_gib=0.04, allocated_gib=10.6,
+                   reserved_unallocated_gib=0.04, reserved_gib=10.64)
+    found = categories(shared)
+    assert found[0] == "other_process" and "capacity" in found

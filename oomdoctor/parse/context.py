@@ -60,6 +60,7 @@ FRAME = lazy(
     r"|^<ipython-input-[\w-]{1,80}> in (?P<cellfunc><module>|\w+)"  # a notebook cell (before IPython 8)
     r"|^\s*File (?P<ipy8file>\S[^\n]{0,400}?):\d{1,20}, in (?P<ipy8func>[\w<>.]+)"  # IPython 8+
     r"|^(?P<cell8>Cell In\[\d{1,6}\]), line \d{1,20}"  # IPython 8+: the notebook cell itself
+    r"|^\s*(?P<pytestfile>[^\s:]{1,400}\.py):\d{1,20}: in (?P<pytestfunc>[\w<>.]+)"  # pytest's long traceback
 )
 # The code lines under a frame header: CPython indents one statement; IPython numbers several ("----> 5 ...").
 CODE_CALL = lazy(r"(?:^|[\s.=(\[])(?P<name>[A-Za-z_]\w{0,60})\(")
@@ -68,7 +69,7 @@ IPY_CODE = lazy(r"^\s*(?:-*>\s*)?\d{1,6}\s(?P<code>.*)$")
 
 def frame_func(m: regex.Match[str]) -> str:
     """The function name of a FRAME match, whichever traceback style it came from."""
-    return m["func"] or m["ipyfunc"] or m["cellfunc"] or m["ipy8func"] or "<module>"
+    return m["func"] or m["ipyfunc"] or m["cellfunc"] or m["ipy8func"] or m["pytestfunc"] or "<module>"
 
 
 PHASE_FRAMES: dict[str, frozenset[str]] = {
@@ -333,11 +334,15 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
                    r"|\bInitializ(?:ing|e) (?:the )?(?:[\w-]{1,30} ){0,2}(?:model|decoder|encoder|backbone|network|LLM)\b")
 
 
+# pytest's long traceback separates its frames with "_ _ _ _ ..." lines and has no "Traceback" header.
+PYTEST_SEPARATOR = lazy(r"^\s{0,8}(?:_ ){8,200}_?\s{0,8}$")
+
+
 def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 300) -> list[tuple[str, Line]]:
     """Frames of the traceback printed after a message that was logged before it was raised."""
     for i in range(idx + 1, min(len(lines), idx + limit)):
         ln = lines[i]
-        if _same_rank(ln, rank) and "Traceback (most recent call last)" in ln.text:
+        if _same_rank(ln, rank) and ("Traceback (most recent call last)" in ln.text or PYTEST_SEPARATOR.match(ln.text)):
             out: list[tuple[str, Line]] = []
             for nxt in lines[i + 1 : i + 600]:
                 if not _same_rank(nxt, rank):

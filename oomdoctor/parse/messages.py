@@ -221,7 +221,11 @@ def _device_kind(m: Match | None, text: str) -> str:
 
 
 def _tf_if_named(m: Match | None, text: str) -> str:
-    return "tf_oom" if "tensorflow" in text else "xla_oom"
+    """TensorFlow's BFC allocator, unless it is the copy XLA vendors into jaxlib (external/org_tensorflow, external/xla)."""
+    return "tf_oom" if "tensorflow" in text and not JAXLIB_VENDORED.search(text) else "xla_oom"
+
+
+JAXLIB_VENDORED = lazy(r"external/(?:org_tensorflow|xla|tsl)/")
 
 
 MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
