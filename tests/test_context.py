@@ -280,3 +280,21 @@ def test_pytests_long_traceback_after_the_failure_line_gives_the_phase():
               "  .venv/lib/python3.11/site-packages/transformers/trainer.py:1412: in train\n"
               "      return inner_training_loop(\n")
     assert events(report)[0].phase == "train"
+
+
+def _config(*texts: str) -> dict:
+    cfg = config_from([Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(texts)], "train.log")
+    return {k: v.value for k, v in cfg.items()}
+
+
+def test_zero_stage_from_deepspeeds_config_print_and_the_config_files_name():
+    assert _config("[INFO] [config.py:988:print]   zero_optimization_stage ...... 3")["zero_stage"] == 3
+    assert _config("deepspeed: deepspeed_configs/zero3_bf16.json")["zero_stage"] == 3
+    assert _config("--deepspeed ds_config_zero2.json")["zero_stage"] == 2
+    assert "zero_stage" not in _config("loading hero3.json")
+
+
+def test_prose_after_the_word_optimizer_names_no_optimizer():
+    assert "optimizer" not in _config("[axolotl callback] after optimizer step 6")
+    assert _config("optim=adamw_torch_fused,")["optimizer"] == "adamw_torch_fused"
+    assert _config("optimizer: paged_adamw_8bit")["optimizer"] == "paged_adamw_8bit"

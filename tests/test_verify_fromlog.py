@@ -110,3 +110,34 @@ def test_a_resnet_log_replays_the_real_network_and_a_smaller_batch_fits(tmp_path
     assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
     assert by_fix["halve-batch"]["fits"] is True
     assert by_fix["gradient-checkpointing"]["verifiable"] is False  # transformers' ResNet has no checkpointing
+
+
+def test_a_zero3_log_replays_sharded_and_checkpointing_fits(tmp_path):
+    # Issue 12's seed "a Llama at 4k tokens under ZeRO-3 without checkpointing": the stage and world size come from
+    # DeepSpeed's own config print (zero_optimization_stage ...... 3, world_size ...... 8), the replay reproduces the
+    # OOM at the card's limit, and turning on gradient checkpointing fits.
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch (the [verify] extra)")
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-zero3-4k-no-ckpt.log"
+    config, _ = build(str(log))
+    p = config["workload"]["params"]
+    assert (p["zero_stage"], p["world_size"], p["seq_len"], p["batch"]) == (3, 8, 4096, 4)
+    assert "gradient_checkpointing" not in p and "gradient-checkpointing" in config["fixes"]
+    config.update(device="sim", fixes=["gradient-checkpointing"])
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    out = tmp_path / "result.json"
+    r = subprocess.run([sys.executable, "-m", "oomdoctor", "verify", "--config", str(cfg), "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    result = json.loads(out.read_text())
+    by_fix = {t["fix"]: t for t in result["trials"]}
+    assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
+    assert by_fix["gradient-checkpointing"]["fits"] is True

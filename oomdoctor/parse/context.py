@@ -537,7 +537,14 @@ HF_PARAMS = lazy(r"Number of trainable parameters = (?P<trainable>\d[\d,]{0,20})
 LIGHTNING_PARAMS = lazy(r"^\s{0,8}(?P<n>\d{1,4}(?:\.\d{1,3})?) (?P<unit>[KMBT]) {1,10}(?P<what>Trainable|Total) params")
 MEGATRON_PARAMS = lazy(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d{1,20}, \d{1,20}\): (?P<total>\d{1,15})")
 _COUNT_UNIT = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
-ZERO_STAGE = lazy(r"['\"]?(?:zero_optimization['\"]?:\s{0,3}\{[^}]{0,200}?['\"]stage['\"]:\s{0,3}|ZeRO[ -][Ss]tage\s{0,3}|zero[_ ]stage['\"]?\s{0,3}[:=]\s{0,3})(?P<stage>[0-3])\b")
+ZERO_STAGE = lazy(
+    r"['\"]?(?:zero_optimization['\"]?:\s{0,3}\{[^}]{0,200}?['\"]stage['\"]:\s{0,3}|ZeRO[ -][Ss]tage\s{0,3}"
+    r"|zero[_ ]stage['\"]?\s{0,3}[:=]\s{0,3}"
+    r"|zero_optimization_stage\s{0,3}\.{2,}\s{0,3}|zero_config\s{0,3}\.{2,}\s{0,3}stage="  # DeepSpeed's config print
+    r")(?P<stage>[0-3])\b"
+)
+# The DeepSpeed config a run names, by the usual naming: deepspeed_configs/zero3_bf16.json, ds_config_zero2.json.
+ZERO_CONFIG_FILE = lazy(r"(?:^|[/\\\s'\"=_])zero(?P<stage>[0-3])(?:_\w{1,40})?\.json\b")
 OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
 STACKS: dict[str, regex.Pattern[str]] = {
@@ -573,6 +580,8 @@ def _stack_line_counts(text: str) -> bool:
     return m["name"] in ("deepspeed", "fsdp") and m["value"].strip() not in _UNSET
 
 
+OPTIMIZER_NAME = lazy(r"adam|sgd|adafactor|lion|lamb|adagrad|rmsprop|muon|sophia|galore|lomo|novograd|came|prodigy"
+                      r"|schedule_?free|shampoo|adadelta|lars|ademamix", regex.I)
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False, "on": True, "off": False}
 
 
@@ -585,6 +594,8 @@ def _config_value(key: str, raw: str):
         if key == "bf16" and low in ("16-mixed", "16", "fp16", "float16", "32", "32-true", "no", "fp32"):
             return False  # precision given, and it is not bf16 (fp16 is read from its own keys)
         return _BOOL.get(low)
+    if key == "optimizer" and not OPTIMIZER_NAME.search(raw):
+        return None  # prose ("after optimizer step 6") names no optimizer
     if key in ("model_name", "optimizer"):  # a flag's value (pretrained=False) names no model
         return raw if raw.lower() not in ("none", "null", "true", "false", "") else None
     try:
@@ -658,7 +669,7 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
                 found = True
     if ("params" in text or "parameters" in text) and _param_counts(text, cfg, _ev(source, ln)):
         found = True
-    if m := ZERO_STAGE.search(text):
+    if (m := ZERO_STAGE.search(text)) or ("zero" in text and (m := ZERO_CONFIG_FILE.search(text))):
         cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))
         found = True
     if m := OFFLOAD.search(text):
