@@ -35,6 +35,7 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "fp16": ("bool", "fp16 mixed precision on"),
     "max_seq_length": ("int", "longest sequence the run allows (tokens)"),
     "eval_steps": ("int", "evaluate every N steps"),
+    "eval_accumulation_steps": ("int", "HF Trainer: move evaluation outputs to the host every N batches"),
     "save_steps": ("int", "save a checkpoint every N steps"),
     "zero_stage": ("int", "DeepSpeed ZeRO stage"),
     "num_generations": ("int", "RL: completions generated per prompt"),
@@ -97,6 +98,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "outside_pytorch_beyond_context_fraction": ("float", "(outside_pytorch_bytes - a CUDA context's usual footprint) / total: what a context and library handles alone do not explain"),
     # the event among the others
     # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
+    "eval_batches_done": ("int", "evaluation batches the loop had finished when it failed (its progress bar)"),
+    "eval_batches_total": ("int", "evaluation batches in the whole loop (its progress bar's total)"),
     "tensor_shape": ("str", "the shape of the tensor that did not fit, as printed: [32, 256, 35, 35]"),
     "tensor_rank": ("int", "number of dimensions of that tensor"),
     "tensor_leading_dim": ("int", "its first dimension: the batch, for an activation"),
@@ -271,6 +274,13 @@ def _shape(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, .
     if dims:
         for name in ("tensor_shape", "tensor_rank", "tensor_leading_dim", "tensor_inner_max_dim", "tensor_inner_dim_square"):
             ev[name] = (_event_line(event),)
+
+
+def _eval_bar(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    for name in ("eval_batches_done", "eval_batches_total"):
+        out[name] = event.detail.get(name)
+        if out[name] is not None:
+            ev[name] = (event.evidence["eval_progress"],)
 
 
 def _siblings(facts: ParseResult, event: OOMEvent, out: dict[str, Any]) -> None:
@@ -473,6 +483,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     ev: dict[str, tuple[Evidence, ...]] = {}
     _figures(event, out, ev)
     _shape(event, out, ev)
+    _eval_bar(event, out, ev)
     _siblings(facts, event, out)
     _config(run, out, ev)
     _alloc_conf(event, run, out, ev)

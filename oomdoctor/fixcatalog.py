@@ -341,6 +341,7 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
     "lighter-optimizer": lambda d: _v(d, "optimizer_is_8bit") is True,
     "raise-zero-stage": lambda d: _v(d, "zero_stage") == 3,
     "cpu-offload": lambda d: _v(d, "offload") is True,
+    "eval-accumulation-steps": lambda d: _v(d, "eval_accumulation_steps") is not None,
 }
 
 

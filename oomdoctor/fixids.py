@@ -32,7 +32,7 @@ FIX_IDS: dict[str, str] = {
 
 VERIFIABLE: frozenset[str] = frozenset({
     "halve-batch", "gradient-checkpointing", "bf16-autocast", "eval-no-grad", "smaller-eval-batch",
-    "shorter-max-seq", "expandable-segments", "max-split-size", "gc-threshold", "lighter-optimizer",
+    "eval-accumulation-steps", "shorter-max-seq", "expandable-segments", "max-split-size", "gc-threshold", "lighter-optimizer",
     "raise-zero-stage", "cpu-offload", "more-gpus", "fused-cross-entropy", "lower-num-generations",
 })
 

@@ -298,3 +298,14 @@ def test_prose_after_the_word_optimizer_names_no_optimizer():
     assert "optimizer" not in _config("[axolotl callback] after optimizer step 6")
     assert _config("optim=adamw_torch_fused,")["optimizer"] == "adamw_torch_fused"
     assert _config("optimizer: paged_adamw_8bit")["optimizer"] == "paged_adamw_8bit"
+
+
+def test_the_evaluation_loops_bar_gives_its_length_and_a_training_bar_does_not():
+    train_bar = " 10%|█         | 50/500 [01:40<15:00,  2.00s/it]\n"
+    banner = "***** Running Evaluation *****\n"
+    eval_bar = " 44%|████▍     | 14/32 [00:03<00:04,  4.35it/s]\n"
+    frames = _frames((f"{SITE}/transformers/trainer.py", "evaluation_loop"))
+    (event,) = events(train_bar + banner + eval_bar + frames + MSG)
+    assert (event.detail["eval_batches_done"], event.detail["eval_batches_total"]) == (14, 32)
+    (event,) = events(train_bar + banner + frames + MSG)  # no evaluation bar printed yet
+    assert "eval_batches_total" not in event.detail

@@ -141,3 +141,34 @@ def test_a_zero3_log_replays_sharded_and_checkpointing_fits(tmp_path):
     by_fix = {t["fix"]: t for t in result["trials"]}
     assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
     assert by_fix["gradient-checkpointing"]["fits"] is True
+
+
+def test_a_hf_evaluation_that_piles_up_logits_is_replayed_whole_and_eval_accumulation_fits(tmp_path):
+    # Issue 12's seed "a LoRA fine-tune that OOMs at evaluation": HF Trainer keeps every evaluation batch's logits
+    # on the device; the failing loop's bar (14/32) gives the loop's length, the replay reproduces the OOM, moving
+    # the logits to the host every batch fits, and a smaller evaluation batch does not (the same samples pile up).
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+    if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "peft")):
+        pytest.skip("needs torch, transformers and peft (the [verify,integrations] extras)")
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-lora-eval-spike-8xa100.log"
+    config, notes = build(str(log))
+    p = config["workload"]["params"]
+    assert (config["workload"]["model"], p["eval_batch"], p["eval_batches"]) == ("hf", 8, 32)
+    assert "eval_accumulation_steps" not in p and any("32 batches" in n for n in notes)
+    config.update(device="sim", fixes=["eval-accumulation-steps", "smaller-eval-batch"])
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    out = tmp_path / "result.json"
+    r = subprocess.run([sys.executable, "-m", "oomdoctor", "verify", "--config", str(cfg), "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    by_fix = {t["fix"]: t for t in json.loads(out.read_text())["trials"]}
+    assert by_fix["baseline"]["oom"] is True
+    assert by_fix["eval-accumulation-steps"]["fits"] is True
+    assert by_fix["smaller-eval-batch"]["oom"] is True

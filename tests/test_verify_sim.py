@@ -150,3 +150,16 @@ def test_lora_dropout_keeps_a_mask_per_adapted_projection():
     plain = replay(**LORA_BF16)["unlimited_peak_allocated_bytes"]
     dropped = replay(lora_dropout=0.05, **LORA_BF16)["unlimited_peak_allocated_bytes"]
     assert dropped - plain >= 4 * tokens_x_width  # q and v in 2 layers: a 1-byte mask each at least
+
+
+def test_evaluation_fixes_for_outputs_kept_across_batches():
+    from oomdoctor.verify.fixes import NotApplicable, Variant, apply
+
+    piled = Variant(params={"config": "gpt2", "batch": 4, "eval_batch": 8, "eval_batches": 31}, alloc_conf="")
+    smaller = apply("smaller-eval-batch", piled, "eval")
+    assert (smaller.params["eval_batch"], smaller.params["eval_batches"]) == (4, 62)  # the same samples still pile up
+    assert apply("eval-accumulation-steps", piled, "eval").params["eval_accumulation_steps"] == 1
+    with pytest.raises(NotApplicable):
+        apply("eval-accumulation-steps", Variant(params={"config": "gpt2", "batch": 4}, alloc_conf=""), "eval")
+    with pytest.raises(NotApplicable):
+        apply("eval-accumulation-steps", piled, "train")

@@ -149,6 +149,30 @@ def step_of(line: Line) -> StepCount | None:
     return None
 
 
+EVAL_BAR_LOOKBACK_LINES = 200
+
+
+def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[int, int, Line] | None:
+    """The evaluation loop's progress bar nearest before a failure in evaluation: (batches done, batches in all,
+    its line), when the bar names evaluation or an evaluation banner precedes it (a training bar is not it). The
+    bar may be glued to the failure's own line."""
+    nearest: tuple[int, int, Line] | None = None
+    for ln in reversed(lines[max(0, idx - EVAL_BAR_LOOKBACK_LINES) : idx + 1]):
+        if not _same_rank(ln, rank):
+            continue
+        text = ln.text
+        banner = bool(EVAL_BANNER.search(text))
+        bars = list(TQDM.finditer(text)) if "%" in text and "/" in text else []
+        if bars and int(bars[-1]["total"]) >= int(bars[-1]["n"]) and nearest is None \
+                and (not banner or NON_TRAIN_BAR.search(text)):
+            nearest = int(bars[-1]["n"]), int(bars[-1]["total"]), ln
+            if NON_TRAIN_BAR.search(text):
+                return nearest
+        if banner:
+            return nearest
+    return None
+
+
 class Progress(NamedTuple):
     """What the log printed before a failure: the last training step, a banner's phase, and whether training
     had started (a "training started" marker with no step logged after it means the first step failed)."""
@@ -510,6 +534,7 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
                        "model_max_length", "max_length", "block_size", "seq_len", "max_source_length",
                        "max_len", "context_length", "max_position_embeddings_used", "max_seq_len_to_capture"),
     "eval_steps": ("eval_steps", "eval_interval", "val_check_interval", "evals_per_epoch"),
+    "eval_accumulation_steps": ("eval_accumulation_steps",),
     "save_steps": ("save_steps", "save_interval"),
     "zero_stage": ("zero_stage",),
     "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),

@@ -445,6 +445,9 @@ class _EventReader:
             evidence["phase"] = phase_ev
         if rank_ev:
             evidence["rank"] = rank_ev
+        if phase == "eval" and (bar := ctx.eval_progress(lines, hit.idx, rank)):
+            detail["eval_batches_done"], detail["eval_batches_total"] = bar[0], bar[1]
+            evidence["eval_progress"] = ctx._ev(source, bar[2])
         if hit.kind == "host_oom" and rank is None:
             rank = _block_rank(lines, hit.idx)
         if hit.kind == "nccl":

@@ -92,7 +92,19 @@ def smaller_eval_batch(v: Variant, phase: str) -> Variant:
     current = int(v.params.get("eval_batch") or v.params["batch"])
     if current < 2:
         raise NotApplicable("the evaluation batch is already 1")
+    if v.params.get("eval_batches"):  # the same samples in twice as many batches: the kept outputs do not shrink
+        return _set(v, eval_batch=current // 2, eval_batches=-(-int(v.params["eval_batches"]) * current // (current // 2)))
     return _set(v, eval_batch=current // 2)
+
+
+def eval_accumulation_steps(v: Variant, phase: str) -> Variant:
+    if phase != "eval":
+        raise NotApplicable("applies to evaluation (phase: eval)")
+    if not v.params.get("eval_batches"):
+        raise NotApplicable("the replay keeps no outputs across evaluation batches (workload param eval_batches)")
+    if v.params.get("eval_accumulation_steps") == 1:
+        raise NotApplicable("outputs already go to the host after every batch")
+    return _set(v, eval_accumulation_steps=1)
 
 
 def shorter_max_seq(v: Variant, phase: str) -> Variant:
@@ -183,6 +195,7 @@ TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "bf16-autocast": bf16_autocast,
     "eval-no-grad": eval_no_grad,
     "smaller-eval-batch": smaller_eval_batch,
+    "eval-accumulation-steps": eval_accumulation_steps,
     "shorter-max-seq": shorter_max_seq,
     "expandable-segments": expandable_segments,
     "max-split-size": max_split_size,

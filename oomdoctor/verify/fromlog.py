@@ -63,6 +63,7 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
         params["world_size"] = d.get("world_size") or 1
     if d.get("per_device_eval_batch_size"):
         params["eval_batch"] = d["per_device_eval_batch_size"]
+    kept = _kept_eval_outputs(d, event.phase, notes)
     if event.phase == "generate":
         if d.get("max_completion_length"):
             params["max_new_tokens"] = d["max_completion_length"]
@@ -86,7 +87,7 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
         notes.append("phase: not in the log, assumed train")
     fixes = [f.id for g in diagnose_with(facts, load_rules()) if g.event_index == index for f in g.fixes
              if f.id in VERIFIABLE]
-    workload, note = _hf_workload(d, params, phase)  # the note: why hf cannot replay it, or what hf assumed
+    workload, note = _hf_workload(d, {**params, **kept}, phase)  # the note: why hf cannot, or what hf assumed
     if workload is None:
         workload = {"model": "transformer", "params": params}
     if note:
@@ -107,6 +108,23 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
     notes.insert(0, f"replaying {event.source}:{event.line} ({event.kind}, phase {phase}) against "
                     f"{format_bytes(event.total_bytes - others)} with {model}")
     return config, notes
+
+
+def _kept_eval_outputs(d: dict[str, Any], phase: str, notes: list[str]) -> dict[str, Any]:
+    """HF Trainer keeps every evaluation batch's logits on the device until its loop ends (unless
+    eval_accumulation_steps moves them): the replay runs the whole loop, as long as the failing loop's bar says."""
+    from oomdoctor.fixcatalog import PILING_EVAL_STACKS
+
+    total = d.get("eval_batches_total")
+    if phase != "eval" or not total or not any(d.get(f"stack_{s}") for s in PILING_EVAL_STACKS):
+        return {}
+    kept: dict[str, Any] = {"eval_batches": total}
+    every = d.get("eval_accumulation_steps")
+    if every:
+        kept["eval_accumulation_steps"] = every
+    notes.append(f"evaluation: {total} batches (the failing loop's progress bar); HF Trainer keeps their logits on "
+                 "the device " + (f"for {every} batches at a time" if every else "until the loop ends"))
+    return kept
 
 
 def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -132,7 +150,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     hf: dict[str, Any] = {"batch": params["batch"], "grad_accum": params["grad_accum"]}
     if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
         hf["seq_len"] = params["seq_len"]
-    for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank"):
+    for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps"):
         if key in params:
             hf[key] = params[key]
     printed = str(d.get("optimizer") or "").lower()

@@ -173,11 +173,23 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     if phase == "eval":
         states = _optimizer_states(model, p.optimizer)  # eval happens mid-training: the optimizer's states exist
 
+        kept = min(p.eval_batches, p.eval_accumulation_steps or p.eval_batches) if p.eval_batches else 1
+
         def eval_step() -> None:
             model.eval()
             batch = inputs(p.eval_batch or p.batch)
             with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
                 out = forward(batch)
+                if kept > 1 and getattr(out, "logits", None) is not None:
+                    # HF Trainer's evaluation loop joins every batch's logits on the device (nested_concat): the
+                    # last batch runs on top of the others', then old pile, new logits and the joined copy coexist.
+                    logits = out.logits
+                    del out
+                    pile = logits.new_empty((logits.shape[0] * (kept - 1), *logits.shape[1:]))
+                    del logits
+                    out = forward(batch)
+                    pile = torch.cat([pile, out.logits])
+                    del pile
             del out, batch
             assert states is not None
         return eval_step

@@ -97,6 +97,11 @@ class HFParams(BaseModel):
     grad_accum: int = Field(1, ge=1)
     eval_batch: int | None = Field(None, ge=1)
     eval_no_grad: bool = True
+    eval_batches: int | None = Field(None, ge=1, description="evaluation batches whose outputs the loop keeps on the "
+                                     "device until it ends (HF Trainer without eval_accumulation_steps): the last "
+                                     "batch runs on top of the others' logits, then joins them")
+    eval_accumulation_steps: int | None = Field(None, ge=1, description="move the kept outputs to the host every N "
+                                                "batches (HF eval_accumulation_steps)")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
