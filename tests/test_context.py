@@ -309,3 +309,9 @@ def test_the_evaluation_loops_bar_gives_its_length_and_a_training_bar_does_not()
     assert (event.detail["eval_batches_done"], event.detail["eval_batches_total"]) == (14, 32)
     (event,) = events(train_bar + banner + frames + MSG)  # no evaluation bar printed yet
     assert "eval_batches_total" not in event.detail
+
+
+def test_the_error_raised_on_top_of_the_oom_can_say_it_was_loading_the_model():
+    assert events(MSG + "\nException: Failed to load SDXL model\n")[0].phase == "init"
+    assert events(MSG + "\nRuntimeError: Could not load checkpoint weights.pt\n")[0].phase == "init"
+    assert events(MSG + "\nException: Failed to process batch 3\n")[0].phase == "unknown"

@@ -23,7 +23,6 @@ KNOWN_GAPS = {
     "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tag and init from ShardCannotStart are not read",
     "p28-anomalygpt-load-hostoom.log": "line: the launcher's kill line is hard-wrapped, the event is put on its last piece",
     "p27-faststyle-batch.log": "phase: a training loop named optimize() running `train_step.run(...)` is not read as train",
-    "p35-comfysupir-capacity.log": "phase: init only in the exception raised after the message ('Failed to load SDXL model')",
     "p38-tfmodels-mnist-eval.log": "phase: TF Estimator's 'Saving checkpoints' line is read as a save; evaluation followed it "
                                    "(the rules discount a save for TensorFlow)",
     # held-out fixtures: their gaps are recorded, not tuned away

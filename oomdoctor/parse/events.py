@@ -502,7 +502,22 @@ class _EventReader:
             return "train", step.evidence
         if started:  # training started and failed before its first logged step
             return "train", started
+        if (loading := _loading_failed_after(self.lines, hit.end)) is not None:
+            return "init", ctx._ev(self.source, loading)
         return "unknown", None
+
+
+# The error a caller raised on top of the OOM, saying what it was doing: "Exception: Failed to load SDXL model".
+LOADING_FAILED = lazy(r"^\s{0,8}[\w.]{0,80}(?:Error|Exception): (?:Failed to|Could not|Unable to|Error) load(?:ing)? "
+                      r"(?:the )?[\w.-]{0,40} ?(?:model|checkpoint|weights|pipeline)\b", regex.I)
+LOADING_FAILED_LOOKAHEAD_LINES = 12
+
+
+def _loading_failed_after(lines: Sequence[Line], end: int) -> Line | None:
+    for ln in lines[end + 1 : end + 1 + LOADING_FAILED_LOOKAHEAD_LINES]:
+        if LOADING_FAILED.match(ln.text):
+            return ln
+    return None
 
 
 def _bfc_stats(lines: Sequence[Line], end: int, f: dict) -> None:
