@@ -28,6 +28,7 @@ FIX_IDS: dict[str, str] = {
     "more-host-ram": "give the job more host RAM or load with low_cpu_mem_usage / mmap",
     "group-by-length": "sort/bucket samples by length or pack sequences to cap the longest batch",
     "no-preallocation": "JAX/TF: allocate on demand instead of preallocating most of the GPU",
+    "quantize-weights": "load the weights in 4- or 8-bit (bitsandbytes, GPTQ/AWQ, an int4 release; QLoRA to train)",
 }
 
 VERIFIABLE: frozenset[str] = frozenset({
