@@ -135,6 +135,8 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
         "axolotl_yaml": {"eval_batch_size": new},
         "llama_factory_yaml": {"per_device_eval_batch_size": new},
         "lightning_trainer": {"val DataLoader(batch_size=)": new},
+        "code": "evaluate and predict in batches: DataLoader(eval_set, batch_size=<smaller>); Keras "
+                "model.evaluate(x, batch_size=32) / model.predict(x, batch_size=32); a batched eval input_fn",
     }, (f"evaluation batch {ebs} → {new}: eval activations and logits shrink by {ebs / new:.0f}×"
         if isinstance(ebs, int) and ebs > new else "evaluation activations and logits shrink with the batch")
 

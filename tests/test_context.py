@@ -315,3 +315,19 @@ def test_the_error_raised_on_top_of_the_oom_can_say_it_was_loading_the_model():
     assert events(MSG + "\nException: Failed to load SDXL model\n")[0].phase == "init"
     assert events(MSG + "\nRuntimeError: Could not load checkpoint weights.pt\n")[0].phase == "init"
     assert events(MSG + "\nException: Failed to process batch 3\n")[0].phase == "unknown"
+
+
+def test_a_stack_named_only_in_a_logging_prefix_is_still_named():
+    log = "INFO:tensorflow:step = 21901, loss = 0.0004 (1.756 sec)\n" + MSG
+    from oomdoctor.parse import parse_text
+
+    assert parse_text(log).runs[0].config["stacks"].value == ["tensorflow"]
+
+
+def test_a_hedged_title_keeps_a_names_capitals():
+    from oomdoctor.engine.engine import _lower_first
+
+    assert _lower_first("TensorFlow maps the GPU") == "TensorFlow maps the GPU"
+    assert _lower_first("JAX/XLA preallocates") == "JAX/XLA preallocates"
+    assert _lower_first("The batch may be too large") == "the batch may be too large"
+    assert _lower_first("A batch of thousands") == "a batch of thousands"

@@ -133,6 +133,12 @@ def _render(source: str, values: Mapping[str, Any]) -> str:
         return f"{' '.join(source.split())} [render failed: {exc}]"
 
 
+def _lower_first(title: str) -> str:
+    """"The batch ..." -> "the batch ...", but a name stays as written (TensorFlow, JAX/XLA, vLLM)."""
+    word = title.split(" ", 1)[0]
+    return title[0].lower() + title[1:] if word[1:].islower() or len(word) == 1 else title
+
+
 def fire(loaded: LoadedRule, d: Derived, index: int) -> Diagnosis | None:
     """The rule's diagnosis for event `index`, or None unless its condition is definitely true."""
     rule = loaded.rule
@@ -142,7 +148,7 @@ def fire(loaded: LoadedRule, d: Derived, index: int) -> Diagnosis | None:
     hedge = rule.hypothesis or conf < CONTRIBUTING_MIN
     return Diagnosis(
         rule=rule.id, category=rule.category, confidence=conf,
-        title=f"Possibly: {rule.title[0].lower()}{rule.title[1:]}" if hedge else rule.title,
+        title=f"Possibly: {_lower_first(rule.title)}" if hedge else rule.title,
         seen=_render(rule.message.seen, d.values), why=_render(rule.message.why, d.values),
         action=_render(rule.message.do, d.values), role="hypothesis" if hedge else "contributing",
         event_index=index, evidence=evidence_for(rule, d),

@@ -707,9 +707,11 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
 
 
 def _stacks_named(ln: Line, text: str, source: str, stacks: dict[str, Evidence]) -> bool:
+    """The stacks a line names, in its text or in the prefix normalising took off it ("INFO:tensorflow:")."""
     found = False
+    prefix = ln.raw[: min(400, len(ln.raw) - len(text))] if len(ln.raw) > len(text) else ""
     for name, pat in STACKS.items():
-        if pat.search(text) and _stack_line_counts(text):
+        if (pat.search(text) or (prefix and pat.search(prefix))) and _stack_line_counts(text):
             stacks.setdefault(name, _ev(source, ln))
             found = True
     return found
