@@ -331,3 +331,9 @@ def test_a_hedged_title_keeps_a_names_capitals():
     assert _lower_first("JAX/XLA preallocates") == "JAX/XLA preallocates"
     assert _lower_first("The batch may be too large") == "the batch may be too large"
     assert _lower_first("A batch of thousands") == "a batch of thousands"
+
+
+def test_torch_load_restoring_tensors_onto_the_gpu_is_set_up():
+    restore = _frames((f"{SITE}/torch/serialization.py", "default_restore_location"),
+                      (f"{SITE}/torch/serialization.py", "_cuda_deserialize"))
+    assert events(restore + MSG)[0].phase == "init"

@@ -106,6 +106,7 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "load_model", "_load_state_dict_into_meta_model", "build_model", "get_model", "create_model",
         "_configure_optimizer", "_configure_zero_optimizer", "_configure_basic_optimizer", "setup_model_and_optimizer",
         "init_weights", "_init_weights", "from_config", "model_init", "initialize_optimizer_states",
+        "_cuda_deserialize", "default_restore_location",  # torch.load restoring a checkpoint's tensors onto the GPU
     }),
 }
 PHASE_ORDER = ("save", "eval", "generate", "train", "init")
