@@ -337,3 +337,8 @@ def test_torch_load_restoring_tensors_onto_the_gpu_is_set_up():
     restore = _frames((f"{SITE}/torch/serialization.py", "default_restore_location"),
                       (f"{SITE}/torch/serialization.py", "_cuda_deserialize"))
     assert events(restore + MSG)[0].phase == "init"
+
+
+def test_an_evaluation_bar_redrawn_right_after_the_message_names_the_phase():
+    assert events(MSG + "\nPredicting:   0%|          | 0/40 [00:00<?, ?it/s]\n")[0].phase == "eval"
+    assert events(MSG + "\nMap:  40%|████      | 400/1000\n")[0].phase == "unknown"

@@ -287,6 +287,19 @@ def bar_right_after(markers: Markers, end: int, rank: int | None, source: str) -
     return None
 
 
+# A bar that names an evaluation loop, drawn on the lines right after the message (Lightning's "Predicting: 0%|"
+# redrawn as the process dies): the failure came in that loop.
+EVAL_BAR = lazy(r"(?:Evaluat|Validat|Predict|Test|Infer)\w{0,8}[^|%\n]{0,60}\d{1,3}%[|\s]")
+EVAL_BAR_AFTER_LINES = 4
+
+
+def eval_bar_right_after(lines: Sequence[Line], end: int, rank: int | None) -> Line | None:
+    for ln in lines[end + 1 : end + 1 + EVAL_BAR_AFTER_LINES]:
+        if _same_rank(ln, rank) and "%" in ln.text and EVAL_BAR.search(ln.text):
+            return ln
+    return None
+
+
 PROGRESS_AFTER_MIN = 3  # advancing step lines after a raised OOM before another run is suspected
 
 
