@@ -116,6 +116,8 @@ EXAMPLES = [
      "cuda_error", None, {}),  # FasterTransformer / TurboMind check_cuda_error
     ("OutOfMemoryError                          Traceback (most recent call last)", "cuda_oom", None, {}),  # notebook
     ("GPUassert: out of memory pcdet/ops/iou3d_nms/src/iou3d_nms.cpp 103", "cuda_error", None, {}),  # gpuAssert macro
+    ("ResourceExhaustedError: Fail to alloc memory of 564023296 size, error code is 12.", "host_oom", None,
+     {"requested_bytes": 564023296}),  # PaddlePaddle's host allocator (ENOMEM)
     ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),
 ]
 
@@ -201,6 +203,9 @@ TOLERANT = [
     ("ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.000244GB memory on GPU 0, 14.687500GB "
      "memory has been allocated and available memory is only 512.000000MB.", "cuda_oom",
      {"requested_bytes": b("1.000244", 3), "allocated_bytes": b("14.6875", 3), "free_bytes": 512 * MIB, "gpu_index": 0}),
+    ("Out of memory error on GPU 0. Cannot allocate 1.531250GB memory on GPU 0, available memory is only \n"
+     "                   416.625000MB.", "cuda_oom",  # PaddlePaddle before the allocated clause, hard-wrapped
+     {"requested_bytes": b("1.53125", 3), "free_bytes": b("416.625", 2), "allocated_bytes": None}),
     ("[2024-01-01 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['python', 'train.py'] exits with return code = -9",
      "host_oom", {}),
     ("zsh: killed: 9  python train.py", "host_oom", {}),

@@ -74,8 +74,11 @@ MALLOC_ASYNC = lazy(
 # Y memory has been allocated and available memory is only Z."
 PADDLE = lazy(
     r"Out of memory error on GPU (?P<gpu>\d{1,6})\.\s{0,4}Cannot allocate (?P<requested>" + SIZE + r") memory on GPU \d{1,20},\s{0,4}"
-    r"(?P<allocated>" + SIZE + r") memory has been allocated and available memory is only (?P<free>" + SIZE + r")"
+    r"(?:(?P<allocated>" + SIZE + r") memory has been allocated and )?available memory is only\s{0,40}(?P<free>" + SIZE + r")"
 )
+# PaddlePaddle's host allocator (system_allocator.cc): "Fail to alloc memory of 564023296 size, error code is 12."
+# (12 is ENOMEM: the host, not the GPU).
+PADDLE_HOST = lazy(r"Fail to alloc memory of (?P<requested>\d{1,20}) size, error code is 12\b")
 # TensorFlow's BFC allocator warns with the same words when it only lost some speed: not a failure.
 TF_NOT_A_FAILURE = lazy(r"The caller indicates that this is not a failure")
 # Pre-1.0 THC: "cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/..."

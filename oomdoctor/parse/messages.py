@@ -251,6 +251,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "free_bytes": _size(m, "free"), "gpu_index": int(m["gpu"])}),
+    MessageFormat("PADDLE_HOST", ("Fail to alloc memory",), P.PADDLE_HOST, "host_oom",
+                  lambda m: {"requested_bytes": int(m["requested"])}),
     MessageFormat("CUBLAS", ("ALLOC_FAILED",), P.CUBLAS, "cublas",
                   lambda m: {"detail": {"library": (m["lib"] or "CUDNN").upper()}}),
     # TensorFlow / XLA. TensorFlow warns with the same words when it only lost speed: not a failure.
