@@ -77,13 +77,26 @@ def test_a_catalogued_model_is_replayed_with_its_own_architecture(tmp_path):
     assert load(out).config.workload.model == "hf"  # valid as written
 
 
+def _verify_on_sim(config: dict, fixes: list[str], tmp_path: Path) -> tuple[dict, dict[str, dict]]:
+    """Run `oomdoctor verify` on the simulated device with `config` and these fixes: the result and its trials by fix."""
+    import json
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({**config, "device": "sim", "fixes": fixes}))
+    out = tmp_path / "result.json"
+    r = subprocess.run([sys.executable, "-m", "oomdoctor", "verify", "--config", str(cfg), "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    result = json.loads(out.read_text())
+    return result, {t["fix"]: t for t in result["trials"]}
+
+
 def test_a_resnet_log_replays_the_real_network_and_a_smaller_batch_fits(tmp_path):
     # Issue 12's seed "a ResNet-152 at batch 64 with no AMP": the simulated replay of the log reproduces the OOM
     # at the card's limit, and halving the batch fits.
     import importlib.util
-    import json
-    import subprocess
-    import sys
 
     import pytest
 
@@ -94,19 +107,12 @@ def test_a_resnet_log_replays_the_real_network_and_a_smaller_batch_fits(tmp_path
     p = config["workload"]["params"]
     assert (config["workload"]["model"], p["config"], p["batch"]) == ("hf", "resnet152", 64) and "seq_len" not in p
     assert any("optimizer: not in the log" in n for n in notes) and not any(n.startswith("width") for n in notes)
-    cfg = tmp_path / "cfg.yaml"
+    written = tmp_path / "written.yaml"
     from oomdoctor.verify.fromlog import write
 
-    write(str(log), cfg)
-    data = yaml.safe_load(cfg.read_text())
-    data.update(device="sim", fixes=["halve-batch", "gradient-checkpointing"])
-    cfg.write_text(yaml.safe_dump(data))
-    out = tmp_path / "result.json"
-    r = subprocess.run([sys.executable, "-m", "oomdoctor", "verify", "--config", str(cfg), "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode in (0, 1), r.stderr
-    result = json.loads(out.read_text())
-    by_fix = {t["fix"]: t for t in result["trials"]}
+    write(str(log), written)  # the config as --write-config saves it
+    result, by_fix = _verify_on_sim(yaml.safe_load(written.read_text()), ["halve-batch", "gradient-checkpointing"],
+                                    tmp_path)
     assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
     assert by_fix["halve-batch"]["fits"] is True
     assert by_fix["gradient-checkpointing"]["verifiable"] is False  # transformers' ResNet has no checkpointing
@@ -117,9 +123,6 @@ def test_a_zero3_log_replays_sharded_and_checkpointing_fits(tmp_path):
     # DeepSpeed's own config print (zero_optimization_stage ...... 3, world_size ...... 8), the replay reproduces the
     # OOM at the card's limit, and turning on gradient checkpointing fits.
     import importlib.util
-    import json
-    import subprocess
-    import sys
 
     import pytest
 
@@ -130,15 +133,7 @@ def test_a_zero3_log_replays_sharded_and_checkpointing_fits(tmp_path):
     p = config["workload"]["params"]
     assert (p["zero_stage"], p["world_size"], p["seq_len"], p["batch"]) == (3, 8, 4096, 4)
     assert "gradient_checkpointing" not in p and "gradient-checkpointing" in config["fixes"]
-    config.update(device="sim", fixes=["gradient-checkpointing"])
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    out = tmp_path / "result.json"
-    r = subprocess.run([sys.executable, "-m", "oomdoctor", "verify", "--config", str(cfg), "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode in (0, 1), r.stderr
-    result = json.loads(out.read_text())
-    by_fix = {t["fix"]: t for t in result["trials"]}
+    result, by_fix = _verify_on_sim(config, ["gradient-checkpointing"], tmp_path)
     assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
     assert by_fix["gradient-checkpointing"]["fits"] is True
 
@@ -148,9 +143,6 @@ def test_a_hf_evaluation_that_piles_up_logits_is_replayed_whole_and_eval_accumul
     # on the device; the failing loop's bar (14/32) gives the loop's length, the replay reproduces the OOM, moving
     # the logits to the host every batch fits, and a smaller evaluation batch does not (the same samples pile up).
     import importlib.util
-    import json
-    import subprocess
-    import sys
 
     import pytest
 
@@ -161,14 +153,7 @@ def test_a_hf_evaluation_that_piles_up_logits_is_replayed_whole_and_eval_accumul
     p = config["workload"]["params"]
     assert (config["workload"]["model"], p["eval_batch"], p["eval_batches"]) == ("hf", 8, 32)
     assert "eval_accumulation_steps" not in p and any("32 batches" in n for n in notes)
-    config.update(device="sim", fixes=["eval-accumulation-steps", "smaller-eval-batch"])
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    out = tmp_path / "result.json"
-    r = subprocess.run([sys.executable, "-m", "oomdoctor", "verify", "--config", str(cfg), "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode in (0, 1), r.stderr
-    by_fix = {t["fix"]: t for t in json.loads(out.read_text())["trials"]}
+    _, by_fix = _verify_on_sim(config, ["eval-accumulation-steps", "smaller-eval-batch"], tmp_path)
     assert by_fix["baseline"]["oom"] is True
     assert by_fix["eval-accumulation-steps"]["fits"] is True
     assert by_fix["smaller-eval-batch"]["oom"] is True
