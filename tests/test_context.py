@@ -342,3 +342,8 @@ def test_torch_load_restoring_tensors_onto_the_gpu_is_set_up():
 def test_an_evaluation_bar_redrawn_right_after_the_message_names_the_phase():
     assert events(MSG + "\nPredicting:   0%|          | 0/40 [00:00<?, ?it/s]\n")[0].phase == "eval"
     assert events(MSG + "\nMap:  40%|████      | 400/1000\n")[0].phase == "unknown"
+
+
+def test_lightnings_accelerator_summary_does_not_name_a_tpu():
+    assert "tpu" not in stacks("GPU available: True (cuda), used: True", "TPU available: False, using: 0 TPU cores")
+    assert "tpu" in stacks("Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm.")

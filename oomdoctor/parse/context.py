@@ -151,6 +151,8 @@ def step_of(line: Line) -> StepCount | None:
 
 
 EVAL_BAR_LOOKBACK_LINES = 200
+# A progress bar that names an evaluation loop: "Validation DataLoader 0:  44%|", "Predicting:   0%|".
+EVAL_BAR = lazy(r"(?:Evaluat|Validat|Predict|Test|Infer)\w{0,8}[^|%\n]{0,60}\d{1,3}%[|\s]")
 
 
 def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[int, int, Line] | None:
@@ -164,10 +166,10 @@ def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[in
         text = ln.text
         banner = bool(EVAL_BANNER.search(text))
         bars = list(TQDM.finditer(text)) if "%" in text and "/" in text else []
-        if bars and int(bars[-1]["total"]) >= int(bars[-1]["n"]) and nearest is None \
-                and (not banner or NON_TRAIN_BAR.search(text)):
+        named = bool(bars) and bool(EVAL_BAR.search(text))
+        if bars and int(bars[-1]["total"]) >= int(bars[-1]["n"]) and nearest is None and (not banner or named):
             nearest = int(bars[-1]["n"]), int(bars[-1]["total"]), ln
-            if NON_TRAIN_BAR.search(text):
+            if named:
                 return nearest
         if banner:
             return nearest
@@ -287,13 +289,12 @@ def bar_right_after(markers: Markers, end: int, rank: int | None, source: str) -
     return None
 
 
-# A bar that names an evaluation loop, drawn on the lines right after the message (Lightning's "Predicting: 0%|"
-# redrawn as the process dies): the failure came in that loop.
-EVAL_BAR = lazy(r"(?:Evaluat|Validat|Predict|Test|Infer)\w{0,8}[^|%\n]{0,60}\d{1,3}%[|\s]")
 EVAL_BAR_AFTER_LINES = 4
 
 
 def eval_bar_right_after(lines: Sequence[Line], end: int, rank: int | None) -> Line | None:
+    """A bar naming an evaluation loop drawn on the lines right after the message (Lightning's "Predicting: 0%|"
+    redrawn as the process dies): the failure came in that loop."""
     for ln in lines[end + 1 : end + 1 + EVAL_BAR_AFTER_LINES]:
         if _same_rank(ln, rank) and "%" in ln.text and EVAL_BAR.search(ln.text):
             return ln
@@ -602,7 +603,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
                            r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
     # A TPU: its HBM belongs to one process, so no other process or preallocation competes for it.
-    "tpu": lazy(r"\bTPU(?:s|v\d\w{0,3}| v\d)?\b|\blibtpu\b|memory space hbm|_HBM\d\b|\bXRT\b"),
+    # (not Lightning's "TPU available: False, using: 0 TPU cores" on every GPU run)
+    "tpu": lazy(r"(?<!\b0 )\bTPU(?:s|v\d\w{0,3}| v\d)?\b(?!\s{0,2}available:\s{0,2}False)|\blibtpu\b|memory space hbm"
+                r"|_HBM\d\b|\bXRT\b"),
     "jax": lazy(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
     "tensorflow": lazy(r"tensorflow|keras", regex.I),
 }
