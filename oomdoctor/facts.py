@@ -97,9 +97,9 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "outside_pytorch_fraction": ("float", "outside_pytorch_bytes / total"),
     "outside_pytorch_beyond_context_fraction": ("float", "(outside_pytorch_bytes - a CUDA context's usual footprint) / total: what a context and library handles alone do not explain"),
     # the event among the others
-    # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
     "eval_batches_done": ("int", "evaluation batches the loop had finished when it failed (its progress bar)"),
     "eval_batches_total": ("int", "evaluation batches in the whole loop (its progress bar's total)"),
+    # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
     "tensor_shape": ("str", "the shape of the tensor that did not fit, as printed: [32, 256, 35, 35]"),
     "tensor_rank": ("int", "number of dimensions of that tensor"),
     "tensor_leading_dim": ("int", "its first dimension: the batch, for an activation"),
