@@ -157,3 +157,18 @@ def test_a_hf_evaluation_that_piles_up_logits_is_replayed_whole_and_eval_accumul
     assert by_fix["baseline"]["oom"] is True
     assert by_fix["eval-accumulation-steps"]["fits"] is True
     assert by_fix["smaller-eval-batch"]["oom"] is True
+
+
+def test_a_grpo_log_replays_generation_with_the_real_architecture():
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("needs transformers (the [integrations] extra)")
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-grpo-generations.log"
+    config, _ = build(str(log))
+    p = config["workload"]["params"]
+    assert (config["phase"], config["workload"]["model"], p["config"]) == ("generate", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
+    assert (p["num_generations"], p["max_new_tokens"], p["generate_in_training"], p["eval_batch"]) == (4, 1024, True, 4)
+    assert "lower-num-generations" in config["fixes"]

@@ -172,3 +172,27 @@ def test_lora_through_peft_freezes_the_base_and_lowers_the_peak():
     assert trainable == 2 * ((4 * 256 + 256 * 4) + (4 * 256 + 128 * 4))
     full, lora = _replay(steps=2), _replay(steps=2, lora_rank=4)
     assert lora["unlimited_peak_allocated_bytes"] < full["unlimited_peak_allocated_bytes"]
+
+
+def test_generation_grows_the_libraries_own_kv_cache_with_the_completion():
+    # 8 prompts x 4 completions of a 64-token prompt: decoding 1,024 more tokens adds at least their K and V
+    # (2 layers x 2 KV heads x 64 x 4 bytes x 2 = 2 KiB per token and sequence), and not wildly more (the
+    # library's own repeat_kv copies and attention scores for grouped heads come on top).
+    def peak(new_tokens: int) -> int:
+        return _replay(phase="generate", batch=8, seq_len=64, num_generations=4,
+                       max_new_tokens=new_tokens)["unlimited_peak_allocated_bytes"]
+
+    grown = peak(2048) - peak(1024)
+    kv = 32 * 1024 * 2048
+    assert kv <= grown < 3 * kv, (grown, kv)
+
+
+def test_fewer_generations_lower_the_decode_peak_and_an_image_model_cannot_generate(tmp_path):
+    four = _replay(phase="generate", batch=8, num_generations=4, max_new_tokens=64)
+    two = _replay(phase="generate", batch=8, num_generations=2, max_new_tokens=64)
+    assert two["unlimited_peak_allocated_bytes"] < four["unlimited_peak_allocated_bytes"]
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("workload:\n  model: hf\n  params:\n    config: microsoft/resnet-50\nphase: generate\n"
+                   "memory: {limit: 24GiB}\n")
+    r = run("verify", "--config", str(cfg))
+    assert r.returncode == 2 and b"cfg.yaml:5" in r.stderr and b"not replayed for model: hf" in r.stderr

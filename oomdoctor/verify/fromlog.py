@@ -132,7 +132,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     it assumed), else None and why not."""
     import importlib.util
 
-    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, from_catalog
+    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, from_catalog
 
     name = d.get("model_name")
     architecture = from_catalog(name) if isinstance(name, str) else None
@@ -141,8 +141,10 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     if importlib.util.find_spec("transformers") is None:
         return None, f"model: {name} is catalogued, but transformers is not installed: the built-in transformer " \
                      "stands in (pip install 'oomdoctor[integrations]' replays the real architecture)"
+    causal_lm = architecture["model_type"] not in IMAGE_CLASSIFIERS and architecture["model_type"] not in VISION_LANGUAGE
     lacking = [what for what, used in (("ZeRO/FSDP sharding", "zero_stage" in params),
-                                       (f"phase {phase}", phase not in ("train", "eval")),
+                                       (f"phase {phase}", phase not in ("train", "eval")
+                                        and not (phase == "generate" and causal_lm)),
                                        ("LoRA without peft installed",
                                         "lora_rank" in params and importlib.util.find_spec("peft") is None)) if used]
     if lacking:
@@ -150,7 +152,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     hf: dict[str, Any] = {"batch": params["batch"], "grad_accum": params["grad_accum"]}
     if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
         hf["seq_len"] = params["seq_len"]
-    for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps"):
+    for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
+                "num_generations", "max_new_tokens", "generate_in_training"):
         if key in params:
             hf[key] = params[key]
     printed = str(d.get("optimizer") or "").lower()

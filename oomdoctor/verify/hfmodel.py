@@ -8,6 +8,7 @@ fp32 logits. Imports torch and transformers; only trial subprocesses import this
 from __future__ import annotations
 
 import contextlib
+import inspect
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -193,4 +194,42 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
             del out, batch
             assert states is not None
         return eval_step
-    raise ValueError(f"phase {phase!r} is not replayed for model: hf yet (train and eval are)")
+    if phase == "generate" and kind not in IMAGE_CLASSIFIERS and kind not in VISION_LANGUAGE:
+        return _generate_step(model, p, device, autocast)
+    raise ValueError(f"phase {phase!r} is not replayed for model: hf yet (train and eval are, and a causal LM's "
+                     "generate)")
+
+
+def _generate_step(model: Any, p: HFParams, device: torch.device, autocast: Any) -> Callable[[], None]:
+    """Decoding as `generate` does it: the prompt's forward fills the library's own KV cache, then each new token
+    extends it; replayed in at most DECODE_STEPS forwards (the cache grows to the same length through the same
+    steps, see verify.workload)."""
+    import transformers
+
+    from oomdoctor.verify.workload import DECODE_STEPS
+
+    states = _optimizer_states(model, p.optimizer) if p.generate_in_training else None
+    sequences = (p.eval_batch or p.batch) * p.num_generations
+    vocab = model.config.vocab_size
+    # transformers 5 renames the forward's past_key_values to cache (the old name warns until it goes)
+    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    def generate_step() -> None:
+        model.eval()
+        with torch.no_grad(), autocast:
+            cache = transformers.DynamicCache()
+            prompt = torch.randint(0, vocab, (sequences, p.seq_len), device=device)
+            out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
+            logits = out.logits[:, -1:].float()
+            del out, prompt
+            decoded = 0
+            while decoded < p.max_new_tokens:
+                chunk = min(-(-p.max_new_tokens // DECODE_STEPS), p.max_new_tokens - decoded)
+                nxt = logits.argmax(-1).expand(sequences, chunk)
+                out = model(input_ids=nxt, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
+                logits = out.logits[:, -1:].float()
+                del out
+                decoded += chunk
+            del cache, logits
+        assert states is None or states is not None  # the rollout's optimizer states stay resident
+    return generate_step

@@ -102,6 +102,11 @@ class HFParams(BaseModel):
                                      "batch runs on top of the others' logits, then joins them")
     eval_accumulation_steps: int | None = Field(None, ge=1, description="move the kept outputs to the host every N "
                                                 "batches (HF eval_accumulation_steps)")
+    num_generations: int = Field(1, ge=1, description="generate: completions per prompt; eval_batch (else batch) "
+                                                       "prompts x this many sequences decode at once")
+    max_new_tokens: int = Field(256, ge=1, description="generate: tokens decoded after the seq_len-token prompt")
+    generate_in_training: bool = Field(False, description="generate: an RL rollout between optimizer steps (the "
+                                                          "optimizer's states stay on the device)")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
