@@ -347,3 +347,9 @@ def test_an_evaluation_bar_redrawn_right_after_the_message_names_the_phase():
 def test_lightnings_accelerator_summary_does_not_name_a_tpu():
     assert "tpu" not in stacks("GPU available: True (cuda), used: True", "TPU available: False, using: 0 TPU cores")
     assert "tpu" in stacks("Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm.")
+
+
+def test_trls_lora_defaults_with_peft_off_are_not_lora():
+    dump = "Model parameters ModelConfig(model_name_or_path='Qwen/Qwen2.5-1.5B-Instruct', use_peft=False, lora_r=16, lora_alpha=32)"
+    assert _config(dump)["lora"] is False
+    assert _config(dump.replace("use_peft=False", "use_peft=True"))["lora"] is True

@@ -586,6 +586,7 @@ ZERO_STAGE = lazy(
 # The DeepSpeed config a run names, by the usual naming: deepspeed_configs/zero3_bf16.json, ds_config_zero2.json.
 ZERO_CONFIG_FILE = lazy(r"(?:^|[/\\\s'\"=_])zero(?P<stage>[0-3])(?:_\w{1,40})?\.json\b")
 OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
+PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
 STACKS: dict[str, regex.Pattern[str]] = {
     "hf_trainer": lazy(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}|trainer\.py"),
@@ -717,7 +718,10 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
     if m := OFFLOAD.search(text):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
         found = True
-    if ("lora" in text.lower() and LORA.search(text)) or "lora_r" in cfg:
+    if "use_peft" in text and PEFT_OFF.search(text):  # TRL's ModelConfig prints its lora_* defaults with PEFT off
+        cfg["lora"] = Value(value=False, evidence=_ev(source, ln))
+        found = True
+    elif ("lora" in text.lower() and LORA.search(text)) or "lora_r" in cfg:
         cfg.setdefault("lora", Value(value=True, evidence=_ev(source, ln)))
         found = True
     return _stacks_named(ln, text, source, stacks) or found
