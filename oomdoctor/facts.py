@@ -43,6 +43,7 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "world_size": ("int", "number of ranks"),
     "model_name": ("str", "model name or path as printed"),
     "optimizer": ("str", "optimizer name as printed"),
+    "model_dtype": ("str", "the dtype the weights were loaded in (torch_dtype): bfloat16, float16 or float32"),
     "lora": ("bool", "LoRA / PEFT adapters in use"),
     "offload": ("bool", "optimizer/parameter offload to CPU on"),
     "hidden_size": ("int", "model hidden size, from the printed model config"),

@@ -353,3 +353,10 @@ def test_trls_lora_defaults_with_peft_off_are_not_lora():
     dump = "Model parameters ModelConfig(model_name_or_path='Qwen/Qwen2.5-1.5B-Instruct', use_peft=False, lora_r=16, lora_alpha=32)"
     assert _config(dump)["lora"] is False
     assert _config(dump.replace("use_peft=False", "use_peft=True"))["lora"] is True
+
+
+def test_the_weights_dtype_is_the_runs_argument_not_the_checkpoints_config():
+    args = "Model parameters ModelArguments(model_name_or_path='meta-llama/Llama-2-7b-hf', torch_dtype='bfloat16')"
+    saved = '  "torch_dtype": "float16",'
+    assert _config(args, saved)["model_dtype"] == "bfloat16"
+    assert _config("model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)")["model_dtype"] == "float16"

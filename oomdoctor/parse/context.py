@@ -558,6 +558,7 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id",
                    "model_path", "pretrained", "arch"),  # arch: torchvision reference scripts (resnet152)
     "optimizer": ("optim", "optimizer"),
+    "model_dtype": ("torch_dtype",),
     "lora_r": ("lora_r", "lora_rank"),
     "max_steps": ("max_steps", "train_iters"),
     # model shape, as HF prints the model config and Megatron its arguments
@@ -639,6 +640,9 @@ def _config_value(key: str, raw: str):
         return _BOOL.get(low)
     if key == "optimizer" and not OPTIMIZER_NAME.search(raw):
         return None  # prose ("after optimizer step 6") names no optimizer
+    if key == "model_dtype":  # torch_dtype='bfloat16', torch_dtype=torch.float16
+        dtype = raw.removeprefix("torch.").lower()
+        return dtype if dtype in ("bfloat16", "float16", "float32") else None
     if key in ("model_name", "optimizer"):  # a flag's value (pretrained=False) names no model
         return raw if raw.lower() not in ("none", "null", "true", "false", "") else None
     try:
@@ -706,6 +710,8 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
     if "=" in text or ":" in text or "--" in text or " " in text:
         for m in CONFIG_KV.finditer(text):
             key = _ALIAS_TO_KEY[m["key"]]
+            if key == "model_dtype" and text[m.start("key") - 1 : m.start("key")] == '"':
+                continue  # a checkpoint's config.json ("torch_dtype": "float16") says how it was saved, not loaded
             val = _config_value(key, m["value"])
             if val is not None:
                 cfg[key] = Value(value=val, evidence=_ev(source, ln))

@@ -161,6 +161,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
                       if word in printed), None)
     if optimizer:
         hf["optimizer"] = optimizer
+    if d.get("model_dtype"):  # the weights as loaded (torch_dtype); else fp32, transformers' default before 5
+        hf["dtype"] = d["model_dtype"]
     note = None if optimizer else "optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"
     return {"model": "hf", "params": {"config": name, **hf}}, note
 
