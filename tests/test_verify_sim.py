@@ -163,3 +163,11 @@ def test_evaluation_fixes_for_outputs_kept_across_batches():
         apply("eval-accumulation-steps", Variant(params={"config": "gpt2", "batch": 4}, alloc_conf=""), "eval")
     with pytest.raises(NotApplicable):
         apply("eval-accumulation-steps", piled, "train")
+
+
+def test_decoding_is_replayed_in_at_most_decode_steps_chunks_that_add_up():
+    from oomdoctor.verify.workload import DECODE_STEPS, decode_chunks
+
+    for n in (1, 31, 32, 33, 1000, 1024):
+        chunks = list(decode_chunks(n))
+        assert sum(chunks) == n and len(chunks) <= DECODE_STEPS and min(chunks) >= 1

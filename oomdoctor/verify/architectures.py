@@ -122,6 +122,13 @@ IMAGE_CLASSIFIERS = frozenset({"resnet", "vit", "convnext", "swin", "deit", "bei
 VISION_LANGUAGE = frozenset({"llava"})
 # transformers models whose class says supports_gradient_checkpointing = False (checked on transformers 5.x)
 NO_CHECKPOINTING = frozenset({"resnet", "convnext"})
+
+
+def hf_replays(model_type: str | None, phase: str) -> bool:
+    """Whether `model: hf` replays `phase` for this model_type: training and evaluation for every model,
+    generation for a causal LM (not an image classifier or a vision-language model)."""
+    causal_lm = model_type not in IMAGE_CLASSIFIERS and model_type not in VISION_LANGUAGE
+    return phase in ("train", "eval") or (phase == "generate" and causal_lm)
 _COMPILED = tuple((regex.compile(rf"(?<![\w.]){p}(?![\w.])|(?<![\w.]){p}-"), cfg) for p, cfg in CATALOG)
 
 

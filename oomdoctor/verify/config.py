@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from oomdoctor.fixids import FIX_IDS, VERIFIABLE
 from oomdoctor.units import MIB, UnitError, format_bytes, parse_size
 from oomdoctor.verify.allocator import AllocConf, AllocConfError
-from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, UnknownArchitecture
+from oomdoctor.verify.architectures import UnknownArchitecture, hf_replays
 from oomdoctor.verify.architectures import resolve as resolve_architecture
 from oomdoctor.verify.params import HFParams, TransformerParams
 
@@ -239,8 +239,7 @@ def _check_hf(params: HFParams, phase: str, path: Path, marks: dict[tuple, int])
     except UnknownArchitecture as exc:
         raise ConfigError(path, line, f"workload.params.config: {exc}",
                           "name a catalog model, give a local config.json, or write its keys inline") from None
-    causal_lm = model_type not in IMAGE_CLASSIFIERS and model_type not in VISION_LANGUAGE
-    if phase not in ("train", "eval") and not (phase == "generate" and causal_lm):
+    if not hf_replays(model_type, phase):
         raise ConfigError(path, marks.get(("phase",)), f"phase: {phase} is not replayed for model: hf yet",
                           "use phase: train or eval (generate: a causal LM), or model: transformer")
 

@@ -132,7 +132,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     it assumed), else None and why not."""
     import importlib.util
 
-    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, from_catalog
+    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, from_catalog, hf_replays
 
     name = d.get("model_name")
     architecture = from_catalog(name) if isinstance(name, str) else None
@@ -141,10 +141,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     if importlib.util.find_spec("transformers") is None:
         return None, f"model: {name} is catalogued, but transformers is not installed: the built-in transformer " \
                      "stands in (pip install 'oomdoctor[integrations]' replays the real architecture)"
-    causal_lm = architecture["model_type"] not in IMAGE_CLASSIFIERS and architecture["model_type"] not in VISION_LANGUAGE
     lacking = [what for what, used in (("ZeRO/FSDP sharding", "zero_stage" in params),
-                                       (f"phase {phase}", phase not in ("train", "eval")
-                                        and not (phase == "generate" and causal_lm)),
+                                       (f"phase {phase}", not hf_replays(architecture["model_type"], phase)),
                                        ("LoRA without peft installed",
                                         "lora_rank" in params and importlib.util.find_spec("peft") is None)) if used]
     if lacking:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, resolve
+from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, hf_replays, resolve
 from oomdoctor.verify.params import HFParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -194,7 +194,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
             del out, batch
             assert states is not None
         return eval_step
-    if phase == "generate" and kind not in IMAGE_CLASSIFIERS and kind not in VISION_LANGUAGE:
+    if phase == "generate" and hf_replays(kind, phase):
         return _generate_step(model, p, device, autocast)
     raise ValueError(f"phase {phase!r} is not replayed for model: hf yet (train and eval are, and a causal LM's "
                      "generate)")
@@ -206,7 +206,7 @@ def _generate_step(model: Any, p: HFParams, device: torch.device, autocast: Any)
     steps, see verify.workload)."""
     import transformers
 
-    from oomdoctor.verify.workload import DECODE_STEPS
+    from oomdoctor.verify.workload import decode_chunks
 
     states = _optimizer_states(model, p.optimizer) if p.generate_in_training else None
     sequences = (p.eval_batch or p.batch) * p.num_generations
@@ -222,14 +222,11 @@ def _generate_step(model: Any, p: HFParams, device: torch.device, autocast: Any)
             out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
             logits = out.logits[:, -1:].float()
             del out, prompt
-            decoded = 0
-            while decoded < p.max_new_tokens:
-                chunk = min(-(-p.max_new_tokens // DECODE_STEPS), p.max_new_tokens - decoded)
+            for chunk in decode_chunks(p.max_new_tokens):
                 nxt = logits.argmax(-1).expand(sequences, chunk)
                 out = model(input_ids=nxt, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
                 logits = out.logits[:, -1:].float()
                 del out
-                decoded += chunk
             del cache, logits
-        assert states is None or states is not None  # the rollout's optimizer states stay resident
+        _ = states  # referenced, so the rollout's optimizer states stay resident while the step runs
     return generate_step

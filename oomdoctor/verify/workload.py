@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -26,6 +26,13 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 # Decoding is replayed in at most this many steps: the KV cache reaches its full length through the same growth,
 # while a 1,024-token completion costs 32 model passes instead of 1,024 (tested against token by token).
 DECODE_STEPS = 32
+
+
+def decode_chunks(max_new_tokens: int) -> Iterator[int]:
+    """The tokens each replayed decoding step adds: at most DECODE_STEPS steps that together make max_new_tokens."""
+    per_step = -(-max_new_tokens // DECODE_STEPS)
+    for done in range(0, max_new_tokens, per_step):
+        yield min(per_step, max_new_tokens - done)
 
 
 def _compute_dtype(device: torch.device, fallback: torch.dtype) -> torch.dtype:
@@ -409,13 +416,10 @@ def transformer(params: dict[str, Any] | TransformerParams, device: torch.device
                 sequences = eval_batch * p.num_generations
                 h = model.hidden(tokens(sequences, p.seq_len), caches)
                 logits = model._logits(h[:, -1:]).float()
-                decoded = 0
-                while decoded < p.max_new_tokens:  # the cache grows as in token-by-token decoding, in <= DECODE_STEPS
-                    chunk = min(-(-p.max_new_tokens // DECODE_STEPS), p.max_new_tokens - decoded)
+                for chunk in decode_chunks(p.max_new_tokens):  # the cache grows as in token-by-token decoding
                     nxt = logits.argmax(-1).expand(sequences, chunk)
                     h = model.hidden(nxt, caches)
                     logits = model._logits(h[:, -1:]).float()
-                    decoded += chunk
                 del caches, h, logits
         return generate_step
     raise ValueError(f"unknown phase {phase!r}")
