@@ -255,6 +255,11 @@ def _nvml_processes(device: int) -> list[dict[str, int]] | None:
 _active: Capture | None = None
 
 
+def active() -> Capture | None:
+    """The hook `install` put in place in this process, if any (the simulated GPU reports to it)."""
+    return _active
+
+
 def install(out_dir: str | Path = "oom-reports", *, history: bool = False, max_entries: int = 100_000) -> Capture:
     """Install the hook once per process (a second call returns the first); see the module's docstring."""
     global _active

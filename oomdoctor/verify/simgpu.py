@@ -315,7 +315,7 @@ class LiveTracker(StorageTracker):
         import sys
 
         capture = sys.modules.get("oomdoctor.capture")
-        hook = getattr(capture, "_active", None) if capture is not None else None
+        hook = capture.active() if capture is not None else None
         if hook is not None:
             a = self.allocator
             hook.observe_simulated(requested, a.allocated, max(0, a.capacity - a.reserved - a.non_pytorch),
@@ -347,18 +347,14 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
 
     from oomdoctor.units import parse_size
     from oomdoctor.verify.allocator import AllocConf, CachingAllocator
-    from oomdoctor.verify.trial import _no_device_moves, _tensors_via_host
+    from oomdoctor.verify.trial import patched_for_sim
 
     def size(v: int | str) -> int:
         return v if isinstance(v, int) else parse_size(v)
 
     device = setup()
-    saved = (torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor)
-    _no_device_moves(torch)  # as in verify's trials: model.to(gpu)/.cuda() keep the model where it was built
-    _tensors_via_host(torch)
     allocator = CachingAllocator(size(capacity), AllocConf.parse(alloc_conf), size(non_pytorch))
-    try:
-        with FakeTensorMode(allow_non_fake_inputs=True), LiveTracker(allocator, history), torch.device(device):
-            yield device
-    finally:  # the caller's process gets torch back as it was
-        torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor = saved  # type: ignore[method-assign]
+    # as in verify's trials (model.to(gpu)/.cuda() keep the model where it was built), and restored on exit
+    with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), LiveTracker(allocator, history), \
+            torch.device(device):
+        yield device

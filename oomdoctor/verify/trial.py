@@ -10,6 +10,7 @@ For cuda the parent sets PYTORCH_CUDA_ALLOC_CONF in the environment before this 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -18,7 +19,7 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,19 @@ def read_trace(path: str | Path, max_bytes: int) -> list[tuple[str, int, int]] |
             return None
         out.append((kinds[k], flat[i + 1], flat[i + 2]))
     return out
+
+
+@contextlib.contextmanager
+def patched_for_sim(torch: Any) -> Iterator[None]:
+    """While the block runs, torch as the simulator needs it (Module.to/.cuda as no-ops, torch.tensor made via the
+    host, below); as it was afterwards (a caller's own process, not a trial subprocess)."""
+    saved = (torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor)
+    _no_device_moves(torch)
+    _tensors_via_host(torch)
+    try:
+        yield
+    finally:
+        torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor = saved
 
 
 def _tensors_via_host(torch: Any) -> None:
