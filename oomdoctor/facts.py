@@ -10,6 +10,7 @@ from oomdoctor.estimate import ActivationEstimate, activations
 from oomdoctor.modelshapes import shape_of
 from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, ParseResult, RunContext
 from oomdoctor.units import IMPLAUSIBLE_BYTES, MIB
+from oomdoctor.verify.allocator import allocation_size, round_size
 
 FactType = Literal["bytes", "int", "float", "bool", "str"]
 
@@ -17,6 +18,11 @@ FactType = Literal["bytes", "int", "float", "bool", "str"]
 # 0.3-0.5 GiB with CUDA's lazy module loading (PyTorch 1.13+ sets it), about 1 GiB when every kernel is loaded.
 # On a small card that alone is a large share; only what lies beyond it points at another process.
 CUDA_CONTEXT_BYTES = 1 << 30
+
+# What a full card still reports free after cudaMalloc has failed: the driver hands out 2 MiB pages and
+# keeps some for its own page tables, so a few tens of MiB "free" beside a failed request is a full card,
+# not a gap the allocator missed.
+FULL_CARD_RESIDUE_BYTES = 64 * MIB
 
 # How many lines before an OOM an evaluation banner still counts as "just before" it.
 EVAL_BANNER_WINDOW_LINES = 400
@@ -83,10 +89,12 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "allocated_fraction_of_total": ("float", "allocated / total"),
     "reserved_fraction_of_total": ("float", "reserved / total"),
     "reserved_unallocated_fraction_of_total": ("float", "reserved-but-unallocated / total"),
+    "reserved_unallocated_over_allocated": ("float", "reserved-but-unallocated / allocated: PyTorch's own hint asks whether reserved is >> allocated"),
     "reserved_unallocated_over_requested": ("float", "reserved-but-unallocated / requested"),
     "requested_fraction_of_total": ("float", "requested / total"),
     "requested_over_free": ("float", "requested / free (infinite when nothing was free)"),
     "free_covers_request": ("bool", "the device reported at least the requested bytes free, yet the allocation failed"),
+    "free_fits_segment": ("bool", "free memory exceeded the segment cudaMalloc was asked for (c10 get_allocation_size) by more than a full card's residue"),
     "free_plus_slack_over_requested": ("float", "(free + reserved-but-unallocated) / requested: above 1, the memory exists but not in one piece"),
     "allowed_fraction_of_total": ("float", "per-process cap / total"),
     "other_processes_bytes": ("bytes", "sum of other processes' NVML usage (0 when NVML listed none)"),
@@ -159,9 +167,11 @@ _DEPENDS: dict[str, tuple[str, ...]] = {
     "reserved_fraction_of_total": ("reserved_bytes", "total_bytes"),
     "reserved_unallocated_fraction_of_total": ("reserved_unallocated_bytes", "total_bytes"),
     "reserved_unallocated_over_requested": ("reserved_unallocated_bytes", "requested_bytes"),
+    "reserved_unallocated_over_allocated": ("reserved_unallocated_bytes", "allocated_bytes"),
     "requested_fraction_of_total": ("requested_bytes", "total_bytes"),
     "requested_over_free": ("requested_bytes", "free_bytes"),
     "free_covers_request": ("requested_bytes", "free_bytes"),
+    "free_fits_segment": ("requested_bytes", "free_bytes"),
     "free_plus_slack_over_requested": ("free_bytes", "reserved_unallocated_bytes", "requested_bytes"),
     "allowed_fraction_of_total": ("allowed_bytes", "total_bytes"),
     "other_processes_bytes": ("other_processes",),
@@ -229,10 +239,13 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "reserved_fraction_of_total": _ratio(reserved, total),
         "reserved_unallocated_fraction_of_total": _ratio(event.reserved_unallocated_bytes, total),
         "reserved_unallocated_over_requested": _ratio(event.reserved_unallocated_bytes, event.requested_bytes),
+        "reserved_unallocated_over_allocated": _ratio(event.reserved_unallocated_bytes, event.allocated_bytes),
         "requested_fraction_of_total": _ratio(event.requested_bytes, total),
         # "0 bytes free" (the commonest figure of a full card) makes the ratio unbounded, not unknown
         "requested_over_free": math.inf if free == 0 and event.requested_bytes else _ratio(event.requested_bytes, free),
         "free_covers_request": None if free is None or event.requested_bytes is None else free >= event.requested_bytes,
+        "free_fits_segment": None if free is None or event.requested_bytes is None
+        else free >= allocation_size(round_size(event.requested_bytes)) + FULL_CARD_RESIDUE_BYTES,
         "free_plus_slack_over_requested": None if free is None or event.reserved_unallocated_bytes is None
         else _ratio(free + event.reserved_unallocated_bytes, event.requested_bytes),
         "allowed_fraction_of_total": _ratio(event.allowed_bytes, total),

@@ -81,7 +81,7 @@ def test_line_numbers_and_evidence_match_the_log():
     for d in report.diagnoses:
         for ev in d.evidence:
             assert ev.text[:60] in lines[ev.line - 1]
-    assert report.diagnoses[0].category == "fragmentation"
+    assert "fragmentation" in {d.category for d in report.diagnoses}  # listed, with its evidence lines
 
 
 def test_to_dict_is_the_json_document():

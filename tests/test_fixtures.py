@@ -18,14 +18,17 @@ KNOWN_GAPS = {
     "d-kv-vllm-compose-no-cache-blocks.log": "line: the raise statement quoting the message is taken first",
     "d-tf-automl-bfc-int8.log": "phase: train is only implied by lines after the failure",
     "mix-espresso-fairseq-oom-summary.log": "phase: train is only in fairseq's warning wording",
-    "mix-ncrfpp-thcudacheck-backward.log": "phase: Python 2 traceback after a THCudaCheck line",
     "p3-lmmr1-kvcache.log": "Ray actors: three processes' CUDA errors read as two; vLLM wake_up not a generate frame",
     "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tag and init from ShardCannotStart are not read",
     "p28-anomalygpt-load-hostoom.log": "line: the launcher's kill line is hard-wrapped, the event is put on its last piece",
     "p27-faststyle-batch.log": "phase: a training loop named optimize() running `train_step.run(...)` is not read as train",
     "p38-tfmodels-mnist-eval.log": "phase: TF Estimator's 'Saving checkpoints' line is read as a save; evaluation followed it "
                                    "(the rules discount a save for TensorFlow)",
+    "p48-nerf-testrender.log": "phase: a test render inside train() is named only by a keyword (render_kwargs_test)",
     # held-out fixtures: their gaps are recorded, not tuned away
+    "p47-mlxexamples-capacity.log": "detect: MLX's '[malloc_or_wait] Unable to allocate' abort is not read as an OOM",
+    "p52-simpledqn-hostoom.log": "detect: a bare Python MemoryError (host RAM) is not read as an OOM",
+    "p53-personreid-eval.log": "phase: a test script's feature extraction (extract_feature) is not read as eval",
     "p23-fastai-lrfind-batch.log": "phase: fastai's lr_find (training steps) is not a train frame",
     "p28-jetson-inference-hostoom.log": "detect: a MemoryError named inside a PicklingError is not read as an OOM",
     "n2-megatron-load-optim-nccl-calloc-cublas.log": "two NCCL warnings from two devices read as one; calloc sizes",

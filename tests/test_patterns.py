@@ -86,6 +86,8 @@ EXAMPLES = [
      {"requested_bytes": 640 * MIB, "allocated_bytes": b("9.43", 3), "total_bytes": b("11.59", 3),
       "free_bytes": b("7.12", 2), "gpu_index": 0, "allowed_bytes": None}),
     ("RuntimeError: MPS backend out of memory", "mps_oom", None, {}),
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
+    ("terminate called after throwing an instance of 'std::bad_alloc'", "host_oom", None, {}),
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
      "cuda_oom", "pre-1.0", {}),
     ("gpu-node07:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", "nccl", None,
@@ -228,6 +230,13 @@ TOLERANT = [
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB.\nGPU 0 has a total capacity of 23.56 GiB "
      "of which 1.61 GiB is free.\nIncluding non-PyTorch memory, this process has 21.67 GiB memory in use.", "cuda_oom",
      {"free_bytes": b("1.61", 3), "process_in_use_bytes": b("21.67", 3), "allocated_bytes": None}),
+    # a line continued with a backslash in mid-word, and "totalcapacity" run together
+    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 1; 11.17 GiB total capacity; 10.68 GiB alread\\\n"
+     "y allocated; 64.00 KiB free; 188.49 MiB cached)", "cuda_oom",
+     {"allocated_bytes": b("10.68", 3), "free_bytes": 64 * 1024, "gpu_index": 1}),
+    ("RuntimeError: CUDA out of memory. Tried to allocate 88.00 MiB (GPU 0; 4.00 GiB totalcapacity; 2.68 GiB already "
+     "allocated; 0 bytes free; 2.85 GiB reserved in total by PyTorch)", "cuda_oom",
+     {"total_bytes": 4 * GIB, "free_bytes": 0, "reserved_bytes": b("2.85", 3)}),
 ]
 
 
@@ -320,3 +329,14 @@ def test_tensorflows_allocator_line_and_kernel_line_are_one_failure_with_its_sha
            "shape[20,65536,64]\n")
     (event,) = parse_text(log).events
     assert (event.line, event.requested_bytes, event.detail["shape"]) == (1, 320 * MIB, [20, 65536, 64])
+
+
+def test_the_bare_first_sentence_needs_its_exception_and_the_end_of_the_line():
+    from oomdoctor.parse import parse_text
+
+    assert [e.kind for e in parse_text("RuntimeError: CUDA out of memory.\n").events] == ["cuda_oom"]
+    # prose and retry notices that name the phrase are not the failure itself
+    for line in ("Retrying after RuntimeError: CUDA out of memory. on batch 3, halving it\n",
+                 "warning: caught CUDA out of memory. and skipped the batch\n",
+                 "we guard against std::bad_alloc in the loader\n"):
+        assert parse_text(line).events == (), line

@@ -44,7 +44,7 @@ STORIES = {
         step=0, requested_gib=2, total_gib=23.6, free_gib=1, allocated_gib=21, reserved_unallocated_gib=0.2,
         reserved_gib=21.2), "batch_too_large"),
     "fragmentation": (facts(
-        requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66, reserved_unallocated_gib=10, reserved_gib=76),
+        requested_gib=2, total_gib=79, free_gib=1, allocated_gib=46, reserved_unallocated_gib=30, reserved_gib=76),
         "fragmentation"),
     "other-process": (facts(
         others=[30], requested_gib=2, total_gib=79, free_gib=1, allocated_gib=44, reserved_unallocated_gib=0.5,
@@ -78,10 +78,11 @@ def test_story_primary_category(name: str) -> None:
     assert found[0].role in ("primary", "contributing")
 
 
-def test_eval_story_lists_fragmentation_after_the_eval_spike() -> None:
+def test_eval_story_lists_capacity_after_the_eval_spike_and_not_a_sliver_of_cache() -> None:
     found = diagnose(STORIES["lora-eval-every-50-steps"][0])
     order = [g.category for g in found]
-    assert order[0] == "eval_spike" and "fragmentation" in order[1:]
+    # 400 MiB unallocated beside 77.5 GiB allocated: too little to be where the memory went, so not listed
+    assert order[0] == "eval_spike" and "capacity" in order[1:] and "fragmentation" not in order
 
 
 def test_zero3_story_fixes_checkpointing_fused_ce_smaller_batch() -> None:
@@ -168,7 +169,7 @@ SYNTHETIC = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic"
 
 
 @pytest.mark.parametrize(("name", "primary", "contributing"), [
-    ("syn-lora-eval-spike-8xa100", "eval_spike", "fragmentation"),
+    ("syn-lora-eval-spike-8xa100", "eval_spike", "capacity"),
     ("syn-capacity-40g", "capacity", None),
     ("syn-zero3-4k-no-ckpt", "capacity", None),
     ("syn-grpo-generations", "generation", None),
@@ -201,7 +202,7 @@ def test_fallback_rule_speaks_only_when_nothing_else_explains_the_event() -> Non
     found = diagnose(unexplained)
     assert "device-oom-unexplained" in [g.rule for g in found]  # only hedged alternatives fired otherwise
     assert all(g.role == "hypothesis" for g in found)
-    explained = facts(requested_gib=2, total_gib=79, free_gib=1, allocated_gib=66, reserved_unallocated_gib=10,
+    explained = facts(requested_gib=2, total_gib=79, free_gib=1, allocated_gib=46, reserved_unallocated_gib=30,
                       reserved_gib=76)
     assert "device-oom-unexplained" not in [g.rule for g in diagnose(explained)]
 
@@ -244,3 +245,25 @@ def test_a_process_holding_most_of_the_card_keeps_capacity_listed_beside_the_oth
                    reserved_unallocated_gib=0.04, reserved_gib=10.64)
     found = categories(shared)
     assert found[0] == "other_process" and "capacity" in found
+
+
+def test_a_rule_its_own_boosts_argue_to_zero_is_not_listed(tmp_path: Path) -> None:
+    rule = """\
+id: {id}
+category: fragmentation
+title: t
+condition:
+  all:
+    - {{fact: requested_bytes, op: gt, fact2: free_bytes}}
+confidence: 0.1
+boost:
+  - when: {{fact: reserved_unallocated_fraction_of_total, op: lt, value: {below}}}
+    add: -0.1
+message: {{seen: s, why: w, do: d}}
+fixes: [expandable-segments]
+"""
+    (tmp_path / "argued-away.yaml").write_text(rule.format(id="argued-away", below=0.5))
+    (tmp_path / "kept.yaml").write_text(rule.format(id="kept", below=0.01))
+    f = facts(requested_gib=2, total_gib=79, free_gib=1, allocated_gib=70, reserved_unallocated_gib=5, reserved_gib=75)
+    rules = [g.rule for g in diagnose(f, [tmp_path])]
+    assert "kept" in rules and "argued-away" not in rules

@@ -145,6 +145,8 @@ def fire(loaded: LoadedRule, d: Derived, index: int) -> Diagnosis | None:
     if evaluate(rule.condition, d) is not True:
         return None
     conf = confidence(rule, d)
+    if conf <= 0:
+        return None  # its own boosts argue it away: listing it "at 0%" would only be noise
     hedge = rule.hypothesis or conf < CONTRIBUTING_MIN
     return Diagnosis(
         rule=rule.id, category=rule.category, confidence=conf,

@@ -46,7 +46,7 @@ EVAL_BANNER = lazy(
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
     r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
-    r"\b[^|\n%]{0,60}?\d{1,3}%\|"
+    r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%\|"
 )
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights")
@@ -251,12 +251,16 @@ def _banner_kind(text: str, has_step: bool) -> str | None:
 def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -> Progress:
     """The training step at the failure on lines[idx] and the phase an eval/save banner implies.
 
+    A training bar glued before the message on the failing line itself counts as printed before it.
     Progress bars printed after an evaluation banner belong to the evaluation loop, unless their total
     is the training bar's total (training resumed); the step is then the last training bar's count.
     A banner goes stale at the next marker: a training start or a training step line after it.
     """
     lines = markers.lines
     b_idx, banners, s_idx, steps = markers.for_rank(rank)
+    g = bisect_left(s_idx, idx)
+    if g < len(steps) and steps[g].idx == idx and steps[g].bar:
+        idx += 1  # a bar glued before the message on its own line ("0/1000 [00:00<?, ?it/s]terminate called ...")
     k = bisect_left(b_idx, idx) - 1
     nearest = banners[k] if k >= 0 else None
     banner = nearest if nearest and nearest.kind != "train" else None
@@ -268,7 +272,7 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     if banner:
         lo, hi = bisect_right(s_idx, banner.idx), bisect_left(s_idx, idx)
         for s in reversed(steps[lo:hi]):  # the latest training step after the banner: training went on
-            if not s.bar or (train_total is not None and s.total == train_total):
+            if not s.bar or banner.kind == "init" or (train_total is not None and s.total == train_total):
                 return Progress(Value(value=s.n, evidence=_ev(source, lines[s.idx])), None, None, None)
         return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None)
     if started is not None:
@@ -364,13 +368,17 @@ _PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("eva
                      ("generate", ("generate",)), ("train", ("train_", "training", "_train")))
 NON_TRAIN_BAR = lazy(
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
-    r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test)[^|%]{0,80}\d{1,3}%[|\s]"
+    r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test"
+    r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)[^|%]{0,80}\d{1,3}%[|\s]"  # building data: "Training datasets: 100%|"
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
 MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b")
 INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|loading weights"
-                   r"|\bInitializ(?:ing|e) (?:the )?(?:[\w-]{1,30} ){0,2}(?:model|decoder|encoder|backbone|network|LLM)\b")
+                   r"|\bInitializ(?:ing|e) (?:the )?(?:[\w-]{1,30} ){0,2}(?:model|decoder|encoder|backbone|network|LLM)\b"
+                   # the data prepared before the first step: PyG's "Processing...", "Constructing datasets..."
+                   r"|^Processing\.\.\.\s*$|^(?:Loading|Building|Constructing|Preparing|Processing|Creating) (?:the )?"
+                   r"(?:[\w-]{1,30} ){0,2}(?:datasets?|data ?loaders?|graphs)\b")
 
 
 # pytest's long traceback separates its frames with "_ _ _ _ ..." lines and has no "Traceback" header.

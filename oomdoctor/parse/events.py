@@ -48,7 +48,7 @@ _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
-    "Fail to alloc memory",
+    "Fail to alloc memory", "bad_alloc",
 )
 # A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
 # within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).
@@ -66,6 +66,8 @@ _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s")
 _NEW_RECORD = lazy(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
 )
+# A traceback printed after a logged message starts its own record; it is never the rest of a wrapped line.
+_TRACEBACK_START = lazy(r"^\s*(?:Traceback \(most recent call last\)|During handling of|The above exception)")
 _RUN_START = lazy(
     r"\*{5} Running training \*{5}|Loading checkpoint shards:\s+0%|torch\.distributed\.run|Setting ds_accelerator"
 )
@@ -102,8 +104,12 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
             break
         prev_raw = lines[j].raw
         wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= 60 and (j > i or len(nxt.raw) <= width)
-                                             and not _LABEL_LINE.match(nxt.text))
-        if mode == "tight" or (mode == "auto" and wrapped):
+                                             and not _LABEL_LINE.match(nxt.text) and not _TRACEBACK_START.match(nxt.text))
+        if text.endswith("\\"):  # a continuation backslash: the line (even a word) goes on in the next one
+            text = text[:-1]
+            offsets.append(len(text))
+            text += nxt.text.lstrip()
+        elif mode == "tight" or (mode == "auto" and wrapped):
             offsets.append(len(text))
             text += nxt.raw
         elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text):

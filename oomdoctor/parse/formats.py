@@ -20,14 +20,14 @@ _HINT_TAIL = r"(?P<hint>\s*If reserved(?:(?!(?:[A-Z]{2,4} )?out of memory)[^\n])
 _HEAD = r"(?:" + _DEV + r" out of memory\.\s|(?<=^[\s.…>]{0,8}))"
 CACHING_1_0 = lazy(
     _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(GPU (?P<gpu>\d{0,6}); "
-    r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
+    r"(?P<total>" + SIZE + r") total ?capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?P<free>" + SIZE + r") free; (?P<cached>" + SIZE + r") cached\)"
 )
 # 1.4-2.0: "...; F free; [X allowed; ]R reserved in total by PyTorch)" (+ max_split_size_mb hint from 1.10).
 # Ascend NPU builds add "X current active;".
 CACHING_1_4 = lazy(
     _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(?(?:GPU|NPU)\s{1,2}(?P<gpu>\d{0,6}); "
-    r"(?P<total>" + SIZE + r") total capacity; (?P<allocated>" + SIZE + r") already allocated; "
+    r"(?P<total>" + SIZE + r") total ?capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?:" + SIZE + r" current active; )?(?:(?P<free>" + SIZE + r") free; )?(?:(?P<allowed>" + SIZE + r") allowed; )?"
     r"(?P<reserved>" + SIZE + r") reserved in total by PyTorch\)?" + _HINT_TAIL  # parentheses lost in a paste
 )
@@ -52,12 +52,15 @@ CACHING_ANY = lazy(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
     r"(?:\.? ?\(?GPU (?P<gpu>\d{1,6})(?!\d)"
     # whatever figures came before the cut, in either era's wording
-    r"(?:;\s?(?P<total>" + SIZE + r") total capacity(?:;\s?(?P<allocated>" + SIZE + r") already allocated"
+    r"(?:;\s?(?P<total>" + SIZE + r") total ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already allocated"
     r"(?:;\s?(?P<free>" + SIZE + r") free)?)?"
     r"| has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
     + r" memory in use\.\s?){1,64}))?)?)?"
 )
+# The first sentence alone, with the exception that raised it ("torch.cuda.OutOfMemoryError: CUDA out of
+# memory." - a paste or a notebook cut after it): no figures, but the exception names an allocator failure.
+CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of memory\.?[ \t]{0,40}(?:\n|$)")
 # PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
@@ -152,6 +155,9 @@ NUMPY_ALLOC = lazy(
     r"Unable to allocate (?:(?P<size>\d{1,20}(?:\.\d{0,6})?\s?(?:bytes|[KMGTPE]iB)) for )?(?:an )?array with shape "
     r"\((?P<shape>[\d, ]{0,200})\) and data type (?P<dtype>\w{1,20})"
 )
+# C++ operator new failing on the host: "terminate called after throwing an instance of 'std::bad_alloc'" then
+# "  what():  std::bad_alloc" (a data pipeline or extension out of host RAM), or pybind11's "MemoryError: std::bad_alloc".
+BAD_ALLOC = lazy(r"instance of 'std::bad_alloc'|what\(\):\s{1,4}std::bad_alloc|MemoryError: std::bad_alloc")
 HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"

@@ -235,6 +235,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m, text: "1.10-2.0" if "max_split_size_mb" in text else "1.4-2.0"),
     MessageFormat("CACHING_1_0", _OOM_WORDS, P.CACHING_1_0, _device_kind, _caching_1_0, "1.0-1.3"),
     MessageFormat("CACHING_ANY", _OOM_WORDS, P.CACHING_ANY, _device_kind, _caching_any, complete=False),
+    MessageFormat("CACHING_BARE", ("out of memory",), P.CACHING_BARE, _device_kind, recognise_only=True),
     MessageFormat("MALLOC_ASYNC", ("would exceed allowed memory",), P.MALLOC_ASYNC, "cuda_oom", _malloc_async),
     MessageFormat("MPS", _OOM_WORDS, P.MPS, "mps_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
@@ -273,6 +274,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("CPU_ALLOC", ("DefaultCPUAllocator",), P.CPU_ALLOC, "host_oom", lambda m: {
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
+    MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
     MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
