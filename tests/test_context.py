@@ -360,3 +360,17 @@ def test_the_weights_dtype_is_the_runs_argument_not_the_checkpoints_config():
     saved = '  "torch_dtype": "float16",'
     assert _config(args, saved)["model_dtype"] == "bfloat16"
     assert _config("model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)")["model_dtype"] == "float16"
+
+
+def test_data_building_bars_and_banners_are_set_up_and_a_glued_training_bar_counts():
+    data = ("Constructing datasets...\n"
+            "Training datasets: 100%|##########| 231/231 [00:00<00:00, 1087.41it/s]\n"
+            "Validation datasets: 100%|##########| 42/42 [00:00<00:00, 2241.66it/s]\n")
+    # building the data is neither an evaluation nor the training counter: nothing has run yet
+    e = one(data + MSG)
+    assert (e.phase, e.step) == ("init", None)
+    # a training bar drawn on the failing line itself, before the message, is the loop that failed
+    e = one(data + "Training:   0%|          | 0/1000 [00:00<?, ?it/s]" + MSG)
+    assert (e.phase, e.step) == ("train", 0)
+    e = one("Processing...\nProcessing graphs...\n100%|##########| 1/1 [00:00<00:00, 31068.92it/s]\n" + MSG)
+    assert e.phase == "init"  # PyTorch Geometric preparing its dataset

@@ -28,6 +28,7 @@ KNOWN_GAPS = {
     # held-out fixtures: their gaps are recorded, not tuned away
     "p47-mlxexamples-capacity.log": "detect: MLX's '[malloc_or_wait] Unable to allocate' abort is not read as an OOM",
     "p52-simpledqn-hostoom.log": "detect: a bare Python MemoryError (host RAM) is not read as an OOM",
+    "p56-seq2seq-batch.log": "phase: train is named only in an encoder's 'mode=train' INFO line",
     "p53-personreid-eval.log": "phase: a test script's feature extraction (extract_feature) is not read as eval",
     "p23-fastai-lrfind-batch.log": "phase: fastai's lr_find (training steps) is not a train frame",
     "p28-jetson-inference-hostoom.log": "detect: a MemoryError named inside a PicklingError is not read as an OOM",

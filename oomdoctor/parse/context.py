@@ -272,13 +272,21 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     if banner:
         lo, hi = bisect_right(s_idx, banner.idx), bisect_left(s_idx, idx)
         for s in reversed(steps[lo:hi]):  # the latest training step after the banner: training went on
-            if not s.bar or banner.kind == "init" or (train_total is not None and s.total == train_total):
+            if not s.bar or (train_total is not None and s.total == train_total) or (
+                    banner.kind == "init" and _labelled_bar(lines[s.idx].text)):
                 return Progress(Value(value=s.n, evidence=_ev(source, lines[s.idx])), None, None, None)
         return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None)
     if started is not None:
         after = bisect_left(s_idx, idx) - bisect_right(s_idx, started) > 0
         return Progress(step if after else None, None, None, None if after else _ev(source, lines[started]))
     return Progress(step, None, None, None)
+
+
+def _labelled_bar(text: str) -> bool:
+    """A bar with its loop's name before it ("Training:   0%|"); a bare "100%|###| 1/1" after a set-up banner is
+    that set-up's own progress."""
+    m = TQDM.search(text)
+    return m is not None and bool(text[: m.start()].strip())
 
 
 BAR_REDRAW_LINES = 2  # a progress bar closed by the exception redraws its last state right after the message
