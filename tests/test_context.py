@@ -374,3 +374,39 @@ def test_data_building_bars_and_banners_are_set_up_and_a_glued_training_bar_coun
     assert (e.phase, e.step) == ("train", 0)
     e = one("Processing...\nProcessing graphs...\n100%|##########| 1/1 [00:00<00:00, 31068.92it/s]\n" + MSG)
     assert e.phase == "init"  # PyTorch Geometric preparing its dataset
+
+
+def _tb(*frames: tuple[str, str]) -> str:
+    return "Traceback (most recent call last):\n" + "".join(
+        f'  File "{path}", line 10, in {func}\n    step()\n' for path, func in frames)
+
+
+def test_a_script_names_the_phase_only_when_no_function_does():
+    assert events(_tb(("test_semisup.py", "<module>"), ("/usr/lib/python3/site-packages/numpy/core.py", "concat"))
+                  + MSG)[0].phase == "eval"
+    assert events(_tb(("/workspace/proj/preprocess.py", "<module>"), ("/workspace/proj/io.py", "dump")) + MSG)[0].phase \
+        == "init"
+    # a function that names its phase wins over the script's name; a helper module's name says nothing
+    assert events(_tb(("test.py", "<module>"), ("test.py", "train_epoch")) + MSG)[0].phase == "train"
+    assert events(_tb(("run.py", "<module>"), ("/workspace/proj/test_utils.py", "pad")) + MSG)[0].phase == "unknown"
+
+
+def test_data_preparation_functions_are_set_up():
+    assert events(_tb(("main.py", "<module>"), ("/workspace/proj/prepro.py", "build_features")) + MSG)[0].phase == "init"
+
+
+def test_a_traceback_after_the_process_died_belongs_to_a_later_command():
+    died = ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n"
+            "./run.sh: line 34:  4482 Aborted                 (core dumped) ./tool -input data\n")
+    later = _tb(("eval.py", "<module>")) + "ValueError: bad format\n"
+    assert events(died + later)[0].phase == "unknown"
+    # a message logged before its own traceback still takes the traceback's phase
+    logged = MSG + _tb(("train.py", "<module>"), ("train.py", "evaluate")) + "RuntimeError: see above\n"
+    assert events(logged)[0].phase == "eval"
+
+
+def test_a_validation_bar_without_glyphs_names_the_phase():
+    log = ("0/10 * Epoch (train): 100% 32/32 [00:41<00:00,  2.39s/it, loss=0.898]\n"
+           "0/10 * Epoch (valid):   3% 1/32 [00:01<00:46,  1.50s/it, loss=1.656]\n"
+           "RuntimeError: CUDA error: out of memory\n")
+    assert events(log)[0].phase == "eval"

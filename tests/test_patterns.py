@@ -88,6 +88,7 @@ EXAMPLES = [
     ("RuntimeError: MPS backend out of memory", "mps_oom", None, {}),
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
     ("terminate called after throwing an instance of 'std::bad_alloc'", "host_oom", None, {}),
+    ("MemoryError", "host_oom", None, {}),  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
      "cuda_oom", "pre-1.0", {}),
     ("gpu-node07:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", "nccl", None,
@@ -339,4 +340,24 @@ def test_the_bare_first_sentence_needs_its_exception_and_the_end_of_the_line():
     for line in ("Retrying after RuntimeError: CUDA out of memory. on batch 3, halving it\n",
                  "warning: caught CUDA out of memory. and skipped the batch\n",
                  "we guard against std::bad_alloc in the loader\n"):
+        assert parse_text(line).events == (), line
+
+
+def test_a_bare_python_memory_error_closes_its_traceback_and_nothing_else_names_it():
+    from oomdoctor.parse import parse_text
+
+    log = ("Traceback (most recent call last):\n"
+           '  File "prepare.py", line 40, in <module>\n'
+           "    write_cache(rows)\n"
+           "MemoryError\n")
+    (event,) = parse_text(log).events
+    assert (event.kind, event.line) == ("host_oom", 4)
+    assert [e.kind for e in parse_text("MemoryError: cannot allocate memory for the shared queue\n").events] == ["host_oom"]
+    # longer names, prose, code and a caught-and-handled notice are not the failure
+    for line in ("torch.cuda.OutOfMemoryError\n",
+                 "except MemoryError:\n",
+                 "    raise MemoryError\n",
+                 "we retry on MemoryError with a smaller chunk\n",
+                 "MemoryErrorHandler installed\n",
+                 "_pickle.PicklingError: Can't pickle <class 'MemoryError'>: it's not the same object\n"):
         assert parse_text(line).events == (), line

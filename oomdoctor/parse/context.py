@@ -46,7 +46,7 @@ EVAL_BANNER = lazy(
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
     r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
-    r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%\|"
+    r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%(?:\||\s{1,4}\d{1,20}/\d{1,20}\s)"  # glyphs or none
 )
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights")
@@ -107,6 +107,9 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "_configure_optimizer", "_configure_zero_optimizer", "_configure_basic_optimizer", "setup_model_and_optimizer",
         "init_weights", "_init_weights", "from_config", "model_init", "initialize_optimizer_states",
         "_cuda_deserialize", "default_restore_location",  # torch.load restoring a checkpoint's tensors onto the GPU
+        # the data prepared before the first step (tokenised, featurised, cached)
+        "preprocess", "prepro", "preprocessing", "build_features", "convert_examples_to_features", "build_vocab",
+        "prepare_data", "build_dataset", "create_dataset", "make_dataset", "load_and_cache_examples",
     }),
 }
 PHASE_ORDER = ("save", "eval", "generate", "train", "init")
@@ -393,10 +396,21 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
 PYTEST_SEPARATOR = lazy(r"^\s{0,8}(?:_ ){8,200}_?\s{0,8}$")
 
 
-def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 300) -> list[tuple[str, Line]]:
-    """Frames of the traceback printed after a message that was logged before it was raised."""
+# The shell or the C++ runtime reporting that the process died ("Aborted (core dumped)", "line 34:  4482 Killed"):
+# a traceback printed after it belongs to a later command, not to the failure above it.
+PROCESS_DIED = lazy(r"\(core dumped\)|^\s{0,8}(?:Aborted|Segmentation fault|Killed)\s*$"
+                    r"|\bline \d{1,9}:\s{1,8}\d{1,10} (?:Aborted|Killed|Segmentation fault)\b")
+
+
+def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 300,
+                 start: int | None = None) -> list[tuple[str, Line]]:
+    """Frames of the traceback printed after a message (lines[start..idx]) that was logged before it was raised."""
+    if any(PROCESS_DIED.search(ln.text) for ln in lines[idx if start is None else start : idx + 1]):
+        return []  # the message's own lines say the process died
     for i in range(idx + 1, min(len(lines), idx + limit)):
         ln = lines[i]
+        if PROCESS_DIED.search(ln.text):
+            return []
         if _same_rank(ln, rank) and ("Traceback (most recent call last)" in ln.text or PYTEST_SEPARATOR.match(ln.text)):
             out: list[tuple[str, Line]] = []
             for nxt in lines[i + 1 : i + 600]:
@@ -499,13 +513,33 @@ EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evalu
                  r'|(?:evaluate|evaluation|eval)(?:_\w{1,40})?\.py)"')
 
 
+# A script run as a program (its `<module>` frame) says what it is by its file name: test.py, eval_x.py and
+# predict.py evaluate; preprocess.py and data_loader.py prepare data before any training. Weakest evidence: used
+# only when no function in the traceback names a phase.
+SCRIPT_PHASES = (
+    ("eval", lazy(r'[/\\"](?:test|tests?_\w{1,40}|\w{1,40}_test|eval\w{0,40}|predict\w{0,40}|infer\w{0,40})\.py"')),
+    ("init", lazy(r'[/\\"](?:prepro\w{0,40}|preprocess\w{0,40}|prepare_\w{1,40}|data_?loader\w{0,40}'
+                  r'|make_dataset\w{0,40}|build_dataset\w{0,40})\.py"')),
+)
+
+
+def _script_phase(func: str, ln: Line) -> str | None:
+    if func != "<module>":
+        return None
+    return next((phase for phase, pattern in SCRIPT_PHASES if pattern.search(ln.text)), None)
+
+
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
     innermost of train and init (a module's .to() inside train() is still model set-up). Optimizer internals
-    take the phase of what encloses them: a step inside engine construction is set-up, else training."""
+    take the phase of what encloses them: a step inside engine construction is set-up, else training. A script's
+    own name (test.py, preprocess.py) decides only when no frame does."""
     strong: Witness | None = None
     innermost: Witness | None = None
+    script: Witness | None = None
     for func, ln in frames:
+        if script is None and (by_name := _script_phase(func, ln)):
+            script = Witness(by_name, ln)
         name = func.rsplit(".", 1)[-1]
         if name in ("__init__", "convert") and "/torch/nn/modules/" in ln.text:  # a layer's parameters, Module.to()
             innermost = Witness("init", ln)
@@ -524,7 +558,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
                 innermost = Witness(phases[0], ln)
             elif strong is None and EVAL_PATH.search(ln.text):
                 strong = Witness("eval", ln)  # the evaluation package's own helpers (matching, metrics)
-    return strong or innermost
+    return strong or innermost or script
 
 
 def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:

@@ -48,7 +48,7 @@ _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
-    "Fail to alloc memory", "bad_alloc",
+    "Fail to alloc memory", "bad_alloc", "MemoryError",
 )
 # A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
 # within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).
@@ -436,7 +436,7 @@ class _EventReader:
             started = None if step else started
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
-            frames = ctx.frames_after(lines, hit.end, rank)
+            frames = ctx.frames_after(lines, hit.end, rank, start=hit.idx)
         op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
         if op:
             evidence["operation"] = ctx._ev(source, op.line)

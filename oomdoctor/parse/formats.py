@@ -158,6 +158,10 @@ NUMPY_ALLOC = lazy(
 # C++ operator new failing on the host: "terminate called after throwing an instance of 'std::bad_alloc'" then
 # "  what():  std::bad_alloc" (a data pipeline or extension out of host RAM), or pybind11's "MemoryError: std::bad_alloc".
 BAD_ALLOC = lazy(r"instance of 'std::bad_alloc'|what\(\):\s{1,4}std::bad_alloc|MemoryError: std::bad_alloc")
+# Python's own MemoryError closing a traceback: the bare class name on its line ("MemoryError"), or with a detail the
+# formats above do not own ("MemoryError: cannot allocate memory"). Never part of a longer name (OutOfMemoryError,
+# _ArrayMemoryError) or of a sentence.
+PY_MEMORY_ERROR = lazy(r"\A\s{0,8}(?:builtins\.)?MemoryError(?:\s*\Z|\s*\n|:[^\n]{0,300}\Z)")
 HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"

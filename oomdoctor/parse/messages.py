@@ -275,6 +275,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
     MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True),
+    MessageFormat("PY_MEMORY_ERROR", ("MemoryError",), P.PY_MEMORY_ERROR, "host_oom", recognise_only=True,
+                  single_line=True),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
     MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),

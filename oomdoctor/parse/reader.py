@@ -52,7 +52,7 @@ _FAILURE_MARKS: tuple[bytes, ...] = (
     b"out of memory", b"Out of memory", b"Out Of Memory", b"OutOfMemory", b"OOM", b"Killed",
     b"SIGKILL", b"ALLOC_FAILED", b"KV cache", b"can't allocate memory", b"not enough memory",
     b"out-of-memory", b"cache blocks", b"RESOURCE_EXHAUSTED", b"ran out of memory", b"Unable to allocate",
-    b"Fail to alloc memory",
+    b"Fail to alloc memory", b"MemoryError",
 )
 
 
