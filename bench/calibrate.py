@@ -30,7 +30,7 @@ from oomdoctor.parse import parse_files  # noqa: E402
 
 PRIOR_WEIGHT = 4  # logs' worth of trust in the hand-set confidence
 BUCKETS = (0.0, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01)
-CONFIDENCE_LINE = regex.compile(r"^confidence:\s*(?P<v>[0-9.]+)\s*$", regex.M)
+CONFIDENCE_LINE = regex.compile(r"^confidence:\s*(?P<v>[0-9.]+)(?P<rest>\s*(?:#[^\n]*)?)$", regex.M)  # keeps its comment
 
 
 @dataclass
@@ -95,11 +95,12 @@ def reliability(all_cases: list[Case]) -> list[tuple[str, int, float, float]]:
 FIT_RANGE = (0.05, 0.95)  # no base confidence of certainty either way
 
 
-def fitted(current: float, n: int, right: int, stated_sum: float) -> float:
+def fitted(current: float, n: int, right: int, stated_sum: float, penalty: float = 0.0) -> float:
     """The base confidence moved so that what the rule states where it fires (base plus boosts) approaches its
-    observed precision; the boosts keep their relative weight. Without boosts this is the Beta-prior mean."""
+    observed precision; the boosts keep their relative weight. Without boosts this is the Beta-prior mean.
+    The fit changes what a rule states, never whether it is listed: the base stays above all its penalties."""
     moved = current + (right - stated_sum) / (n + PRIOR_WEIGHT)
-    return round(min(max(moved, FIT_RANGE[0]), FIT_RANGE[1]), 2)
+    return round(min(max(moved, FIT_RANGE[0], penalty + 0.01), FIT_RANGE[1]), 2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         n, right, total, stated_sum = stats.get(rule_id, (0, 0, 0, 0.0))
         prec = f"{right / n:.2f}" if n else "-"
         rec = f"{right / total:.2f}" if total else "-"
-        fit = fitted(loaded.rule.confidence, n, right, stated_sum) if n else loaded.rule.confidence
+        penalty = -sum(b.add for b in loaded.rule.boost if b.add < 0)  # every penalty at once
+        fit = fitted(loaded.rule.confidence, n, right, stated_sum, penalty) if n else loaded.rule.confidence
         print(f"{rule_id:40} {n:5} {right:5} {prec:>9} {rec:>7} {loaded.rule.confidence:5.2f} {fit:5.2f}")
         if n and fit != loaded.rule.confidence:
             changes[loaded.path] = fit
@@ -132,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.apply and not args.final:
         for path, value in changes.items():
             text = path.read_text(encoding="utf-8")
-            path.write_text(CONFIDENCE_LINE.sub(f"confidence: {value}", text, count=1), encoding="utf-8")
+            new, count = CONFIDENCE_LINE.subn(lambda m: f"confidence: {value}{m['rest']}", text, count=1)
+            if not count:
+                raise SystemExit(f"{path}: no top-level `confidence: N` line to rewrite")
+            path.write_text(new, encoding="utf-8")
         print(f"\nwrote {len(changes)} rule files")
     return 0
 
