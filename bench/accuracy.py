@@ -20,6 +20,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from oomdoctor.diagnosis import fixes_to_try  # noqa: E402
 from oomdoctor.engine.engine import diagnose_with  # noqa: E402
 from oomdoctor.engine.loader import load_rules  # noqa: E402
 from oomdoctor.facts import derive  # noqa: E402
@@ -126,7 +127,8 @@ def score(sidecar: Path, registry: dict) -> Row | None:
         row.message_only = bool(facts.events) and derive(facts, 0).values["context_shown"] is False
         row.fired = len(diagnoses)
         row.categories = _distinct([g.category for g in diagnoses])
-        row.fixes = _distinct([f.id for g in diagnoses for f in g.fixes])
+        # the order the report prints them: the fixes to try first, then every diagnosis's own
+        row.fixes = _distinct([*fixes_to_try(diagnoses), *(f.id for g in diagnoses for f in g.fixes)])
     except Exception as exc:  # one bad fixture must not stop the bench
         row.error = f"{type(exc).__name__}: {exc}"
     return row

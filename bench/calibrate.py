@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.apply and not args.final:
         for path, value in changes.items():
             text = path.read_text(encoding="utf-8")
-            new, count = CONFIDENCE_LINE.subn(lambda m: f"confidence: {value}{m['rest']}", text, count=1)
+            new, count = CONFIDENCE_LINE.subn(lambda m, v=value: f"confidence: {v}{m['rest']}", text, count=1)
             if not count:
                 raise SystemExit(f"{path}: no top-level `confidence: N` line to rewrite")
             path.write_text(new, encoding="utf-8")

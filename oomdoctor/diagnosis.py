@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from oomdoctor import __version__
 from oomdoctor.parse.model import Evidence, Frozen, OOMEvent, RunContext
@@ -42,6 +43,21 @@ class Diagnosis(Frozen):
     fixes: tuple[Fix, ...] = ()
 
 
+def fixes_to_try(diagnoses: Sequence[Diagnosis]) -> tuple[str, ...]:
+    """Fix ids for the first event, in the order to try them. When one cause is called primary, its fixes come
+    first. When none is (several causes fit, as for a bare message), the first fix of each candidate cause comes
+    first, in rank order, then each cause's second: three tries then test three causes, not one cause thrice."""
+    if not diagnoses:
+        return ()
+    mine = [d for d in diagnoses if d.event_index == diagnoses[0].event_index]
+    if mine[0].role == "primary":
+        return tuple(dict.fromkeys(f.id for d in mine for f in d.fixes))
+    ordered: dict[str, None] = {}
+    for k in range(max(len(d.fixes) for d in mine)):
+        ordered.update((d.fixes[k].id, None) for d in mine if k < len(d.fixes))
+    return tuple(ordered)
+
+
 class Report(Frozen):
     """What `diagnose` prints: every event in log order and the diagnoses, best first."""
 
@@ -49,6 +65,15 @@ class Report(Frozen):
     events: tuple[OOMEvent, ...] = ()
     diagnoses: tuple[Diagnosis, ...] = ()
     runs: tuple[RunContext, ...] = ()
+    fixes_to_try: tuple[str, ...] = ()  # filled from the diagnoses when not given (see `fixes_to_try`)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _order_fixes(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "fixes_to_try" not in data:
+            found = [d if isinstance(d, Diagnosis) else Diagnosis.model_validate(d) for d in data.get("diagnoses", ())]
+            data = {**data, "fixes_to_try": fixes_to_try(found)}
+        return data
 
     def to_dict(self) -> dict[str, Any]:
         """The `oomdoctor diagnose --format json` document as plain Python data (docs/json.md)."""

@@ -37,6 +37,9 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
         "diagnoses": "Causes, grouped by event (the launcher's root-cause rank first, then fatal events, then the "
                      "rest), each group best first by confidence; a rule is reported once per run.",
         "runs": "What each input shows around its events (one entry per source): configuration, memory over steps.",
+        "fixes_to_try": "Fix ids for the first diagnosed event, in the order to try them: the primary cause's own "
+                        "fixes first; when no cause is primary, the first fix of each candidate cause in rank "
+                        "order, then each one's second, and so on.",
     },
     "OOMEvent": {
         "kind": "Which failure: the caching allocator's message, a CUDA error, a library (cuBLAS/cuDNN, NCCL), "

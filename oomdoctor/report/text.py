@@ -80,8 +80,19 @@ def verdict(report: Report) -> str:
         return " · ".join(where) + " · no rule explains it"
     cause = f"most likely: {top.category} ({top.confidence:.0%})" if top.role != "hypothesis" \
         else f"possibly: {top.category} ({top.confidence:.0%})"
-    fix = f" → {top.fixes[0].id}" if top.fixes else ""
+    fix = f" → {report.fixes_to_try[0]}" if report.fixes_to_try else ""
     return clean(" · ".join(where) + " · " + cause + fix)
+
+
+FIXES_TO_TRY_SHOWN = 3
+
+
+def _try_first(console: Console, report: Report) -> None:
+    """When no cause is settled, the first fixes to try cover the candidate causes, one each."""
+    if not report.diagnoses or report.diagnoses[0].role == "primary" or len(report.fixes_to_try) < 2:
+        return
+    ids = " · ".join(report.fixes_to_try[:FIXES_TO_TRY_SHOWN])
+    _indented(console, "try first:", f"{ids} (one per likely cause)")
 
 
 def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
@@ -187,6 +198,7 @@ def render(report: Report, color: bool = False, width: int | None = None, quiet:
     console.print(Text(verdict(report), style="bold"))
     if quiet or not report.events:
         return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+    _try_first(console, report)
     console.print()
     for i, e in enumerate(report.events):
         _event(console, i, len(report.events), e)
