@@ -109,6 +109,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "eval_batches_done": ("int", "evaluation batches the loop had finished when it failed (its progress bar)"),
     "eval_batches_total": ("int", "evaluation batches in the whole loop (its progress bar's total)"),
     # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
+    "host_device": ("bool", "the failing allocation was on the host: TensorFlow/XLA naming a CPU device or the cpu allocator (None when no device is named)"),
     "tensor_shape": ("str", "the shape of the tensor that did not fit, as printed: [32, 256, 35, 35]"),
     "tensor_rank": ("int", "number of dimensions of that tensor"),
     "tensor_leading_dim": ("int", "its first dimension: the batch, for an activation"),
@@ -278,7 +279,16 @@ def _implausible(event: OOMEvent) -> frozenset[str]:
     return frozenset(bad)
 
 
+HOST_DEVICE = ("device:CPU", "/cpu:")  # TensorFlow's device names for host memory
+HOST_ALLOCATORS = ("cpu", "mklcpu", "cpu_pool")
+
+
 def _shape(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    device, allocator = event.detail.get("device"), event.detail.get("allocator")
+    out["host_device"] = None if device is None and allocator is None else \
+        any(h in (device or "") for h in HOST_DEVICE) or (allocator or "").lower() in HOST_ALLOCATORS
+    if out["host_device"] is not None:
+        ev["host_device"] = (_event_line(event),)
     dims = event.detail.get("shape") or []
     out["tensor_shape"] = f"[{', '.join(map(str, dims))}]" if dims else None
     out["tensor_rank"] = len(dims) if dims else None

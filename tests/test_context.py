@@ -410,3 +410,29 @@ def test_a_validation_bar_without_glyphs_names_the_phase():
            "0/10 * Epoch (valid):   3% 1/32 [00:01<00:46,  1.50s/it, loss=1.656]\n"
            "RuntimeError: CUDA error: out of memory\n")
     assert events(log)[0].phase == "eval"
+
+
+MSG_21 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 986.00 MiB. GPU 3 has a total capacity of "
+          "23.64 GiB of which 499.69 MiB is free. Including non-PyTorch memory, this process has 23.15 GiB memory in "
+          "use. Of the allocated memory 18.71 GiB is allocated by PyTorch, and 3.83 GiB is reserved by PyTorch but "
+          "unallocated. If reserved but unallocated memory is large try setting\n")
+
+
+def test_the_messages_own_advice_wrapped_onto_its_own_line_is_not_a_setting():
+    from oomdoctor.parse import parse_text
+
+    hint = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation\n"
+    assert parse_text(MSG_21 + hint).runs[0].alloc_conf is None
+    assert parse_text("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n" + MSG_21 + hint
+                      ).runs[0].alloc_conf.value == "expandable_segments:True"
+
+
+def test_ignites_bar_puts_its_count_before_the_bar():
+    after = events(MSG + "Epoch: [63/4391266]   0%|          , loss=0.0535, lr=5e-5 [00:09<174:20:29\n")[0]
+    assert (after.step, after.phase) == (63, "train")
+    before = events("Epoch [2/10]: [30/100]  30%|###       , loss=1.2 [00:09<00:21]\n" + MSG)[0]
+    assert before.step == 130
+
+
+def test_a_failed_export_is_writing_the_model_out():
+    assert events("Detailed export error: " + MSG)[0].phase == "save"

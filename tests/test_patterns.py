@@ -88,7 +88,8 @@ EXAMPLES = [
     ("RuntimeError: MPS backend out of memory", "mps_oom", None, {}),
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
     ("terminate called after throwing an instance of 'std::bad_alloc'", "host_oom", None, {}),
-    ("MemoryError", "host_oom", None, {}),  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
+    ("MemoryError", "host_oom", None, {}),
+    ("std::bad_alloc", "host_oom", None, {}),  # a C++ tool's handler printing what() on its own line  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
      "cuda_oom", "pre-1.0", {}),
     ("gpu-node07:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", "nccl", None,

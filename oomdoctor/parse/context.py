@@ -22,6 +22,8 @@ TQDM = lazy(
 LIGHTNING = lazy(
     r"^Epoch (?P<epoch>\d{1,20})(?::\s{0,4}\d{1,3}%\|[^|\n]{0,160}\||/\d{1,20}\s{1,4}[━╸╺─ ]{0,400})\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})"
 )
+# PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
+IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
 STEP_PATTERNS = (
     lazy(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     lazy(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
@@ -139,6 +141,10 @@ def step_of(line: Line) -> StepCount | None:
     m = LIGHTNING.search(text)
     if m:  # the training loop's counter: batches of the epochs before, plus this one's
         return StepCount(int(m["epoch"]) * int(m["total"]) + int(m["n"]), int(m["total"]), True)
+    m = IGNITE.search(text) if "%" in text else None
+    if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
+        before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
+        return StepCount(before + int(m["n"]), int(m["total"]), True)
     if "%" in text and "/" in text:
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
@@ -384,7 +390,8 @@ NON_TRAIN_BAR = lazy(
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
-MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b")
+MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b"
+                    r"|\b[Ee]xport(?:ing)? (?:the )?(?:model|checkpoint)\b|\b[Ee]xport error\b")  # writing the model out
 INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|loading weights"
                    r"|\bInitializ(?:ing|e) (?:the )?(?:[\w-]{1,30} ){0,2}(?:model|decoder|encoder|backbone|network|LLM)\b"
                    # the data prepared before the first step: PyG's "Processing...", "Constructing datasets..."

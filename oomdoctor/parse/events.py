@@ -551,12 +551,17 @@ def _first_value(lines: Sequence[Line], source: str, pat: regex.Pattern[str], gr
 
 
 def _alloc_conf(lines: Sequence[Line], source: str) -> Value | None:
+    """The allocator settings the run printed; the OOM message's own advice ("try setting
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation") is not a setting, also when a
+    console wrapped it onto a line of its own."""
     found = None
-    for ln in lines:
+    for k, ln in enumerate(lines):
         if "ALLOC_CONF" in ln.text and "try setting" not in ln.text and "out of memory" not in ln.text:
             m = P.ALLOC_CONF.search(ln.text)
-            if m:
-                found = Value(value=m["value"], evidence=ctx._ev(source, ln))
+            if m is None or ln.text[m.end():].lstrip().startswith("to avoid fragmentation") \
+                    or (k and lines[k - 1].text.rstrip().endswith("try setting")):
+                continue
+            found = Value(value=m["value"], evidence=ctx._ev(source, ln))
     return found
 
 

@@ -157,7 +157,8 @@ NUMPY_ALLOC = lazy(
 )
 # C++ operator new failing on the host: "terminate called after throwing an instance of 'std::bad_alloc'" then
 # "  what():  std::bad_alloc" (a data pipeline or extension out of host RAM), or pybind11's "MemoryError: std::bad_alloc".
-BAD_ALLOC = lazy(r"instance of 'std::bad_alloc'|what\(\):\s{1,4}std::bad_alloc|MemoryError: std::bad_alloc")
+BAD_ALLOC = lazy(r"instance of 'std::bad_alloc'|what\(\):\s{1,4}std::bad_alloc|MemoryError: std::bad_alloc"
+                 r"|(?:\A|\n)\s{0,8}std::bad_alloc\s*(?:\n|\Z)")  # a tool's own handler printing e.what() alone
 # Python's own MemoryError closing a traceback: the bare class name on its line ("MemoryError"), or with a detail the
 # formats above do not own ("MemoryError: cannot allocate memory"). Never part of a longer name (OutOfMemoryError,
 # _ArrayMemoryError) or of a sentence.
