@@ -7,7 +7,7 @@ from typing import Any
 
 from oomdoctor.diagnosis import Fix
 from oomdoctor.facts import Derived
-from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
+from oomdoctor.fixids import FIX_IDS, GC_MEMORY_FRACTION, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
 from oomdoctor.units import format_bytes
 
 Changes = dict[str, Any]
@@ -187,7 +187,11 @@ def _max_split(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _gc_threshold(d: Derived) -> tuple[Changes, str | None]:
-    return _alloc_env(d, f"garbage_collection_threshold:{GC_THRESHOLD}"), "cached blocks are reclaimed before the cache fills"
+    changes = _alloc_env(d, f"garbage_collection_threshold:{GC_THRESHOLD}")
+    # PyTorch runs the threshold's collection only under a per-process memory fraction below 1
+    changes["code"] = (f"torch.cuda.set_per_process_memory_fraction({GC_MEMORY_FRACTION})"
+                       "  # the threshold acts only under a fraction below 1")
+    return changes, "cached blocks are reclaimed before the cache fills"
 
 
 def _lighter_opt(d: Derived) -> tuple[Changes, str | None]:

@@ -40,6 +40,9 @@ VERIFIABLE: frozenset[str] = frozenset({
 
 # Parameters of the allocator fixes: one definition for diagnose's advice and verify's replay.
 GC_THRESHOLD = 0.6  # reclaim cached blocks once 60% of the allowed memory is in use (PyTorch's documented example)
+# The threshold acts only under a per-process memory fraction below 1 (c10: garbage_collect_cached_blocks runs only
+# when allowed_memory_maximum is set), so the fix sets one too; 0.99 gives up 1% of the card.
+GC_MEMORY_FRACTION = 0.99
 MAX_SPLIT_SIZE_MB_LARGE = 512  # requests of 512 MiB and more: never split blocks above this size
 MAX_SPLIT_SIZE_MB_SMALL = 128  # smaller requests: a lower cap keeps more whole blocks for them
 

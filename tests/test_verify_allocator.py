@@ -141,14 +141,25 @@ def test_max_split_size_releases_oversize_cached_blocks_first():
     assert not r.oom and r.num_alloc_retries == 0
 
 
-def test_garbage_collection_threshold_frees_cached_blocks_early():
-    # 30 + 40 MiB cached (70 > 0.5 × 100): before mapping 50 MiB more, GC frees the oldest cached segment,
+def test_garbage_collection_threshold_frees_cached_blocks_early_under_a_memory_fraction():
+    # 30 + 40 MiB cached (70 > 0.5 × 99): before mapping 50 MiB more, GC frees the oldest cached segment,
     # so no release-everything-and-retry is needed
     trace = [a(1, 30 * MIB), f(1), a(2, 40 * MIB), f(2), a(3, 50 * MIB)]
     without = replay(trace, 100 * MIB)
-    with_gc = replay(trace, 100 * MIB, AllocConf(garbage_collection_threshold=0.5))
+    with_gc = replay(trace, 100 * MIB, AllocConf(garbage_collection_threshold=0.5, per_process_memory_fraction=0.99))
     assert without.num_alloc_retries == 1 and with_gc.num_alloc_retries == 0
     assert not without.oom and not with_gc.oom
+    # c10 collects only when a fraction below 1 is set (allowed_memory_maximum): the threshold alone changes nothing
+    alone = replay(trace, 100 * MIB, AllocConf(garbage_collection_threshold=0.5))
+    assert alone.num_alloc_retries == 1
+
+
+def test_a_memory_fraction_caps_what_pytorch_may_reserve():
+    trace = [a(1, 60 * MIB), a(2, 30 * MIB)]
+    assert not replay(trace, 100 * MIB).oom
+    assert replay(trace, 100 * MIB, AllocConf(per_process_memory_fraction=0.8)).oom
+    assert AllocConf.parse("garbage_collection_threshold:0.6,per_process_memory_fraction:0.99").render() \
+        == "garbage_collection_threshold:0.6,per_process_memory_fraction:0.99"
 
 
 def test_reserved_never_below_allocated_on_random_traces():

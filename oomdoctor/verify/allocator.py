@@ -42,6 +42,9 @@ class AllocConf:
     garbage_collection_threshold: float = 0.0
     expandable_segments: bool = False
     roundup_power2_divisions: int = 0
+    # c10's setMemoryFraction: below 1.0 it caps what PyTorch may reserve at fraction x the device's total, and
+    # only then does garbage_collection_threshold act (garbage_collect_cached_blocks runs only under a fraction)
+    per_process_memory_fraction: float = 1.0
 
     @classmethod
     def parse(cls, text: str | None) -> AllocConf:
@@ -68,10 +71,14 @@ class AllocConf:
                 if raw.startswith("["):
                     raise AllocConfError("per-interval roundup_power2_divisions is not modelled; use one number")
                 values["roundup_power2_divisions"] = int(raw)
+            elif key == "per_process_memory_fraction":
+                fraction = float(raw)
+                if not 0.0 <= fraction <= 1.0:
+                    raise AllocConfError(f"invalid fraction:{raw}. Please set within [0, 1].")
+                values["per_process_memory_fraction"] = fraction
             elif key in ("backend", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
                          "pinned_num_register_threads", "pinned_use_background_threads",
-                         "max_non_split_rounding_mb", "per_process_memory_fraction",
-                         "graph_capture_record_stream_reuse"):
+                         "max_non_split_rounding_mb", "graph_capture_record_stream_reuse"):
                 continue  # accepted by PyTorch, no effect on this model
             else:
                 raise AllocConfError(f"Unrecognized CachingAllocator option: {key}")
@@ -88,6 +95,8 @@ class AllocConf:
             parts.append(f"garbage_collection_threshold:{self.garbage_collection_threshold}")
         if self.roundup_power2_divisions:
             parts.append(f"roundup_power2_divisions:{self.roundup_power2_divisions}")
+        if self.per_process_memory_fraction < 1.0:
+            parts.append(f"per_process_memory_fraction:{self.per_process_memory_fraction}")
         return ",".join(parts)
 
 
@@ -198,6 +207,9 @@ class CachingAllocator:
         self.non_pytorch = non_pytorch
         self.total_capacity = total_capacity or capacity
         self.allowed = capacity - non_pytorch  # what PyTorch may reserve
+        self.fraction_set = self.conf.per_process_memory_fraction < 1.0  # c10's allowed_memory_maximum has a value
+        if self.fraction_set:
+            self.allowed = min(self.allowed, int(self.conf.per_process_memory_fraction * self.total_capacity))
         self.pools = (_Pool(small=True), _Pool(small=False))
         self.allocated = 0
         self.reserved = 0
@@ -267,7 +279,7 @@ class CachingAllocator:
         alloc_size = allocation_size(size)
         block = self._get_free_block(pool, size)
         if block is None:
-            if self.conf.garbage_collection_threshold > 0:
+            if self.fraction_set and self.conf.garbage_collection_threshold > 0:
                 self._garbage_collect()
             if self._cuda_malloc(alloc_size) or (self._release_available(pool, size) and self._cuda_malloc(alloc_size)):
                 block = self._new_segment(alloc_size, small)

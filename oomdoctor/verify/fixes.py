@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from oomdoctor.fixids import FIX_IDS, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
+from oomdoctor.fixids import FIX_IDS, GC_MEMORY_FRACTION, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
 from oomdoctor.verify.allocator import AllocConf
 from oomdoctor.verify.architectures import NO_CHECKPOINTING, from_catalog
 
@@ -132,7 +132,7 @@ def max_split_size(v: Variant, phase: str) -> Variant:
 
 
 def gc_threshold(v: Variant, phase: str) -> Variant:
-    return _conf(v, garbage_collection_threshold=GC_THRESHOLD)
+    return _conf(v, garbage_collection_threshold=GC_THRESHOLD, per_process_memory_fraction=GC_MEMORY_FRACTION)
 
 
 def lighter_optimizer(v: Variant, phase: str) -> Variant:
