@@ -436,3 +436,13 @@ def test_ignites_bar_puts_its_count_before_the_bar():
 
 def test_a_failed_export_is_writing_the_model_out():
     assert events("Detailed export error: " + MSG)[0].phase == "save"
+
+
+def test_a_start_banner_that_names_its_iteration_gives_the_first_steps_count():
+    for banner, step in (("[08/06 19:37:38 d2.engine.train_loop]: Starting training from iteration 1200\n", 1200),
+                         ("2022-08-06 19:37:38,038 INFO: Start training from epoch: 0, iter: 0\n", 0),
+                         ("***** Running training *****\n", None)):
+        e = events(banner + MSG)[0]
+        assert (e.step, e.phase, e.detail.get("first_step")) == (step, "train", True), banner
+    later = events("Starting training from iteration 0\niter: 20  total_loss: 1.2\n" + MSG)[0]
+    assert (later.step, later.detail.get("first_step")) == (20, None)

@@ -89,7 +89,12 @@ EXAMPLES = [
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
     ("terminate called after throwing an instance of 'std::bad_alloc'", "host_oom", None, {}),
     ("MemoryError", "host_oom", None, {}),
-    ("std::bad_alloc", "host_oom", None, {}),  # a C++ tool's handler printing what() on its own line  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
+    ("std::bad_alloc", "host_oom", None, {}),
+    ("gpu_memory.h:523 cuMemCreate(&m_handles.back(), n_bytes_to_allocate, &prop, 0) failed with error "
+     "CUDA_ERROR_OUT_OF_MEMORY", "cuda_error", None, {}),  # tiny-cuda-nn through the driver API
+    ("ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node node01 is used (59.62 / 62.75 GB).",
+     "host_oom", None, {}),
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "host_oom", None, {}),  # a C++ tool's handler printing what() on its own line  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
      "cuda_oom", "pre-1.0", {}),
     ("gpu-node07:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", "nccl", None,

@@ -33,6 +33,7 @@ STEP_PATTERNS = (
     lazy(r"\biteration\s{1,12}(?P<n>\d{1,20})\s{0,4}/\s{0,12}\d{1,20}"),  # Megatron
     lazy(r"\biter:\s{0,4}(?P<n>\d{1,20})\b"),  # detectron2 metric lines
     lazy(r"[Ss]tarting training from iteration (?P<n>\d{1,20})"),  # detectron2
+    lazy(r"\bStart training from epoch: \d{1,20}, iter: (?P<n>\d{1,20})"),  # BasicSR (Real-ESRGAN, GFPGAN, ...)
     lazy(r"\bstep:\s{0,4}(?P<n>\d{1,20})\b"),  # torchtitan; YAML-ish "step: 12" in any indentation
     lazy(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d{1,20})"),  # {'step': 50}
     lazy(r"\bSteps:\s{0,2}(?P<n>\d{1,20})\b"),
@@ -287,7 +288,12 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
         return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None)
     if started is not None:
         after = bisect_left(s_idx, idx) - bisect_right(s_idx, started) > 0
-        return Progress(step if after else None, None, None, None if after else _ev(source, lines[started]))
+        if after:
+            return Progress(step, None, None, None)
+        # failed before any logged step: the first step, counted from where the banner says training starts
+        # ("Starting training from iteration 1200", BasicSR's "Start training from epoch: 0, iter: 0")
+        own = j >= 0 and steps[j].idx == started
+        return Progress(step if own else None, None, None, _ev(source, lines[started]))
     return Progress(step, None, None, None)
 
 

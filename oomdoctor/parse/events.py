@@ -48,7 +48,7 @@ _TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
-    "Fail to alloc memory", "bad_alloc", "MemoryError",
+    "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY",
 )
 # A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
 # within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).
@@ -443,7 +443,7 @@ class _EventReader:
         phase, phase_ev = self._phase(hit, frames, step, banner_phase, banner_ev, started, evidence["message"])
         if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames):
             step = None  # the bar that was running counts an inference loop's inputs, not training steps
-        if started and step is None and phase == "train":
+        if started and phase == "train":  # failed before any logged step (the banner may say where it starts)
             detail["first_step"] = True
             evidence["first_step"] = started
         if step:

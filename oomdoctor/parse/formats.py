@@ -159,6 +159,14 @@ NUMPY_ALLOC = lazy(
 # "  what():  std::bad_alloc" (a data pipeline or extension out of host RAM), or pybind11's "MemoryError: std::bad_alloc".
 BAD_ALLOC = lazy(r"instance of 'std::bad_alloc'|what\(\):\s{1,4}std::bad_alloc|MemoryError: std::bad_alloc"
                  r"|(?:\A|\n)\s{0,8}std::bad_alloc\s*(?:\n|\Z)")  # a tool's own handler printing e.what() alone
+# The CUDA driver API's own error name, from C++ libraries that call it directly (tiny-cuda-nn's cuMemCreate, cuMemAlloc
+# in custom kernels): "cuMemCreate(...) failed with error CUDA_ERROR_OUT_OF_MEMORY".
+CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
+# Ray's memory monitor killing work when the node's RAM runs out: "RayOutOfMemoryError: More than 95% of the memory on
+# node n01 is used (59.62 / 62.75 GB)" (Ray 1.x), "ray.exceptions.OutOfMemoryError: Task was killed due to the node
+# running low on memory." (Ray 2.x).
+RAY_HOST_OOM = lazy(r"RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
+                    r"|OutOfMemoryError: (?:Task|Actor) was killed due to the node running low on memory")
 # Python's own MemoryError closing a traceback: the bare class name on its line ("MemoryError"), or with a detail the
 # formats above do not own ("MemoryError: cannot allocate memory"). Never part of a longer name (OutOfMemoryError,
 # _ArrayMemoryError) or of a sentence.

@@ -249,6 +249,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("THCUDACHECK", ("THCudaCheck FAIL",), None, "cuda_oom", era="pre-1.0", also=("out of memory",),
                   same_failure=True),
     MessageFormat("CUDA_ERROR", _OOM_WORDS, P.CUDA_ERROR_STRICT, "cuda_error", recognise_only=True),
+    MessageFormat("CUDA_DRIVER_OOM", ("CUDA_ERROR_OUT_OF_MEMORY",), P.CUDA_DRIVER_OOM, "cuda_error", recognise_only=True),
     MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "free_bytes": _size(m, "free"), "gpu_index": int(m["gpu"])}),
@@ -275,6 +276,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
     MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True),
+    MessageFormat("RAY_HOST_OOM", ("OutOfMemoryError",), P.RAY_HOST_OOM, "host_oom", recognise_only=True),
     MessageFormat("PY_MEMORY_ERROR", ("MemoryError",), P.PY_MEMORY_ERROR, "host_oom", recognise_only=True,
                   single_line=True),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
