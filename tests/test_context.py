@@ -446,3 +446,10 @@ def test_a_start_banner_that_names_its_iteration_gives_the_first_steps_count():
         assert (e.step, e.phase, e.detail.get("first_step")) == (step, "train", True), banner
     later = events("Starting training from iteration 0\niter: 20  total_loss: 1.2\n" + MSG)[0]
     assert (later.step, later.detail.get("first_step")) == (20, None)
+
+
+def test_a_constructor_is_set_up_unless_a_phase_frame_runs_inside_it():
+    assert events(_tb(("run.py", "<module>"), ("/site-packages/recbole/model/recvae.py", "__init__")) + MSG)[0].phase \
+        == "init"
+    assert events(_tb(("run.py", "<module>"), ("/workspace/proj/trainer.py", "__init__"),
+                      ("/workspace/proj/trainer.py", "evaluate")) + MSG)[0].phase == "eval"

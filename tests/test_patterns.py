@@ -94,7 +94,9 @@ EXAMPLES = [
      "CUDA_ERROR_OUT_OF_MEMORY", "cuda_error", None, {}),  # tiny-cuda-nn through the driver API
     ("ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node node01 is used (59.62 / 62.75 GB).",
      "host_oom", None, {}),
-    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "host_oom", None, {}),  # a C++ tool's handler printing what() on its own line  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "host_oom", None, {}),
+    ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)", "host_oom", None, {}),  # PyCharm
+    ("trainer exited with code 137", "host_oom", None, {}),  # Docker compose  # a C++ tool's handler printing what() on its own line  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
      "cuda_oom", "pre-1.0", {}),
     ("gpu-node07:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", "nccl", None,
@@ -365,6 +367,8 @@ NOT_A_FAILURE = (
     "we retry on MemoryError with a smaller chunk",
     "MemoryErrorHandler installed",
     "_pickle.PicklingError: Can't pickle <class 'MemoryError'>: it's not the same object",
+    "Process finished with exit code 1370",
+    "worker exited with code 1",
 )
 
 

@@ -110,6 +110,7 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "_configure_optimizer", "_configure_zero_optimizer", "_configure_basic_optimizer", "setup_model_and_optimizer",
         "init_weights", "_init_weights", "from_config", "model_init", "initialize_optimizer_states",
         "_cuda_deserialize", "default_restore_location",  # torch.load restoring a checkpoint's tensors onto the GPU
+        "__init__",  # a model's, dataset's or trainer's constructor: set-up (a train/eval frame inside it still wins)
         # the data prepared before the first step (tokenised, featurised, cached)
         "preprocess", "prepro", "preprocessing", "build_features", "convert_examples_to_features", "build_vocab",
         "prepare_data", "build_dataset", "create_dataset", "make_dataset", "load_and_cache_examples",
