@@ -195,3 +195,23 @@ def test_oom_message_parses_with_the_project_parser():
     assert event.kind == "cuda_oom"
     assert event.requested_bytes == 60 * MIB and event.total_bytes == 200 * MIB
     assert event.reserved_unallocated_bytes == 100 * MIB
+
+
+def test_cuda_malloc_async_is_named_not_simulated_and_takes_no_caching_allocator_fix():
+    from oomdoctor.verify.command import ASYNC_NOT_SIMULATED, render_table
+    from oomdoctor.verify.fixes import NotApplicable, Variant, apply
+
+    conf = AllocConf.parse("backend:cudaMallocAsync")
+    assert conf.backend == "cudaMallocAsync" and AllocConf.parse(conf.render()) == conf
+    with pytest.raises(AllocConfError, match="Unknown allocator backend"):
+        AllocConf.parse("backend:async")
+    variant = Variant(params={"config": "gpt2", "batch": 4}, alloc_conf="backend:cudaMallocAsync")
+    for fix in ("expandable-segments", "max-split-size", "gc-threshold"):
+        with pytest.raises(NotApplicable, match="ignores the caching allocator"):
+            apply(fix, variant, "train")
+    import io
+    out = io.StringIO()
+    render_table({"device": "sim", "capacity_bytes": 8 * 2**30, "non_pytorch_bytes": 0, "total_bytes": None,
+                  "phase": "train", "steps": 1, "trials": [{"fix": "baseline", "oom": True, "fits": False}],
+                  "notes": [ASYNC_NOT_SIMULATED]}, stream=out, width=200)
+    assert "not simulated" in out.getvalue()

@@ -101,6 +101,7 @@ class VerifyDocument(_Out):
     baseline_reproduced: bool
     trials: tuple[VerifyTrial, ...]
     max_batch: MaxBatch | None = None
+    notes: tuple[str, ...] | None = None
 
 
 def render_verify(doc: dict[str, Any]) -> str:

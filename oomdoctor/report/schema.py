@@ -151,6 +151,7 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
         "baseline_reproduced": "True when the baseline ran out of memory, as the failing run did.",
         "trials": "The baseline first, then one trial per fix, in config order.",
         "max_batch": "With `--max-batch`: the bisection's result.",
+        "notes": "What the replay could not model for this configuration (e.g. `backend:cudaMallocAsync` on sim).",
     },
     "VerifyTrial": {
         "fix": "`baseline` or the fix id.",

@@ -45,6 +45,7 @@ class AllocConf:
     # c10's setMemoryFraction: below 1.0 it caps what PyTorch may reserve at fraction x the device's total, and
     # only then does garbage_collection_threshold act (garbage_collect_cached_blocks runs only under a fraction)
     per_process_memory_fraction: float = 1.0
+    backend: str = "native"  # "cudaMallocAsync": CUDA's stream-ordered pool, which this model does not simulate
 
     @classmethod
     def parse(cls, text: str | None) -> AllocConf:
@@ -76,7 +77,11 @@ class AllocConf:
                 if not 0.0 <= fraction <= 1.0:
                     raise AllocConfError(f"invalid fraction:{raw}. Please set within [0, 1].")
                 values["per_process_memory_fraction"] = fraction
-            elif key in ("backend", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
+            elif key == "backend":
+                if raw not in ("native", "cudaMallocAsync"):
+                    raise AllocConfError("Unknown allocator backend, options are native and cudaMallocAsync")
+                values["backend"] = raw
+            elif key in ("release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
                          "pinned_num_register_threads", "pinned_use_background_threads",
                          "max_non_split_rounding_mb", "graph_capture_record_stream_reuse"):
                 continue  # accepted by PyTorch, no effect on this model
@@ -86,7 +91,7 @@ class AllocConf:
 
     def render(self) -> str:
         """The settings as a PYTORCH_CUDA_ALLOC_CONF string."""
-        parts = []
+        parts = [f"backend:{self.backend}"] if self.backend != "native" else []
         if self.expandable_segments:
             parts.append("expandable_segments:True")
         if self.max_split_size < NO_SPLIT_LIMIT:

@@ -11,6 +11,7 @@ from oomdoctor.outfile import write_atomic
 from oomdoctor.units import format_bytes
 from oomdoctor.verify import config as cfgmod
 from oomdoctor.verify import runner
+from oomdoctor.verify.allocator import AllocConf
 
 EXIT_FIXED, EXIT_NOT_FIXED, EXIT_BAD_CONFIG = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C (cli.main exits with the same)
@@ -32,7 +33,13 @@ def report(res: cfgmod.Resolved, device: str, trials: list[dict[str, Any]],
     }
     if max_batch is not None:
         out["max_batch"] = max_batch
+    if device == "sim" and AllocConf.parse(res.config.alloc_conf).backend != "native":
+        out["notes"] = [ASYNC_NOT_SIMULATED]
     return out
+
+
+ASYNC_NOT_SIMULATED = ("backend:cudaMallocAsync is not simulated: the replay models PyTorch's native caching "
+                       "allocator, whose rounding and caching differ from CUDA's stream-ordered pool")
 
 
 def exit_code(trials: list[dict[str, Any]]) -> int:
@@ -77,6 +84,8 @@ def render_table(doc: dict[str, Any], stream: Any = None, width: int | None = No
     console.print(table)
     for note in notes:
         console.print(Text(note, style="dim"))
+    for note in doc.get("notes") or ():
+        console.print(Text(f"note: {note}", style="yellow"))
     best = best_fix(doc["trials"])
     if best is not None:
         console.print(f"best fix: {best['fix']} ({_b(best.get('headroom_bytes'))} headroom)")

@@ -117,6 +117,8 @@ def shorter_max_seq(v: Variant, phase: str) -> Variant:
 
 def _conf(v: Variant, **changes: Any) -> Variant:
     before = AllocConf.parse(v.alloc_conf)
+    if before.backend != "native":
+        raise NotApplicable(f"PyTorch ignores the caching allocator's settings under backend:{before.backend}")
     after = replace(before, **changes)
     if after == before:
         raise NotApplicable(f"the allocator already runs with {before.render()}")
