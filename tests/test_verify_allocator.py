@@ -215,3 +215,15 @@ def test_cuda_malloc_async_is_named_not_simulated_and_takes_no_caching_allocator
                   "phase": "train", "steps": 1, "trials": [{"fix": "baseline", "oom": True, "fits": False}],
                   "notes": [ASYNC_NOT_SIMULATED]}, stream=out, width=200)
     assert "not simulated" in out.getvalue()
+
+
+def test_max_non_split_rounding_lets_an_oversize_request_take_a_larger_cached_block():
+    # a 600 MiB oversize block is cached; a 550 MiB request (oversize too, max_split 512) may take it only when
+    # the block is within max_non_split_rounding of the request: 20 MiB by default, 64 MiB when set
+    trace = [a(1, 600 * MIB), f(1), a(2, 550 * MIB)]
+    default = replay(trace, 1200 * MIB, AllocConf(max_split_size=512 * MIB))
+    rounded = replay(trace, 1200 * MIB, AllocConf.parse("max_split_size_mb:512,max_non_split_rounding_mb:64"))
+    assert default.segments == 2 and rounded.segments == 1
+    with pytest.raises(AllocConfError, match="too small"):
+        AllocConf.parse("max_non_split_rounding_mb:8")
+    assert AllocConf.parse("max_non_split_rounding_mb:64").render() == "max_non_split_rounding_mb:64"

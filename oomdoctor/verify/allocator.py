@@ -46,6 +46,8 @@ class AllocConf:
     # only then does garbage_collection_threshold act (garbage_collect_cached_blocks runs only under a fraction)
     per_process_memory_fraction: float = 1.0
     backend: str = "native"  # "cudaMallocAsync": CUDA's stream-ordered pool, which this model does not simulate
+    # how much larger than an oversize request a cached oversize block may be and still be handed out
+    max_non_split_rounding: int = K_LARGE_BUFFER
 
     @classmethod
     def parse(cls, text: str | None) -> AllocConf:
@@ -81,9 +83,15 @@ class AllocConf:
                 if raw not in ("native", "cudaMallocAsync"):
                     raise AllocConfError("Unknown allocator backend, options are native and cudaMallocAsync")
                 values["backend"] = raw
+            elif key == "max_non_split_rounding_mb":
+                mb = int(raw)
+                if mb < K_LARGE_BUFFER // MIB:
+                    raise AllocConfError("CachingAllocator option max_non_split_rounding_mb too small, must be >= "
+                                         f"{K_LARGE_BUFFER // MIB}")
+                values["max_non_split_rounding"] = mb * MIB
             elif key in ("release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
                          "pinned_num_register_threads", "pinned_use_background_threads",
-                         "max_non_split_rounding_mb", "graph_capture_record_stream_reuse"):
+                         "graph_capture_record_stream_reuse"):
                 continue  # accepted by PyTorch, no effect on this model
             else:
                 raise AllocConfError(f"Unrecognized CachingAllocator option: {key}")
@@ -100,6 +108,8 @@ class AllocConf:
             parts.append(f"garbage_collection_threshold:{self.garbage_collection_threshold}")
         if self.roundup_power2_divisions:
             parts.append(f"roundup_power2_divisions:{self.roundup_power2_divisions}")
+        if self.max_non_split_rounding != K_LARGE_BUFFER:
+            parts.append(f"max_non_split_rounding_mb:{self.max_non_split_rounding // MIB}")
         if self.per_process_memory_fraction < 1.0:
             parts.append(f"per_process_memory_fraction:{self.per_process_memory_fraction}")
         return ",".join(parts)
@@ -262,8 +272,8 @@ class CachingAllocator:
         mss = self.conf.max_split_size
         if size < mss and block.size >= mss:
             return None  # do not hand out an oversize block to a normal request
-        if size >= mss and block.size >= size + K_LARGE_BUFFER:
-            return None  # nor an oversize block much larger than the request
+        if size >= mss and block.size >= size + self.conf.max_non_split_rounding:
+            return None  # nor an oversize block much larger than the request (max_non_split_rounding_mb)
         pool.remove(block)
         return block
 
