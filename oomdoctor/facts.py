@@ -108,8 +108,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     # the event among the others
     "eval_batches_done": ("int", "evaluation batches the loop had finished when it failed (its progress bar)"),
     "eval_batches_total": ("int", "evaluation batches in the whole loop (its progress bar's total)"),
-    # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
     "host_device": ("bool", "the failing allocation was on the host: TensorFlow/XLA naming a CPU device or the cpu allocator (None when no device is named)"),
+    # the failing tensor's shape, where the message prints it (TensorFlow, NumPy)
     "tensor_shape": ("str", "the shape of the tensor that did not fit, as printed: [32, 256, 35, 35]"),
     "tensor_rank": ("int", "number of dimensions of that tensor"),
     "tensor_leading_dim": ("int", "its first dimension: the batch, for an activation"),

@@ -92,3 +92,16 @@ def test_markdown_escapes_pipes_and_fences() -> None:
 
 def test_markdown_without_events() -> None:
     assert "No out-of-memory event" in markdown.render(Report())
+
+
+def test_markdown_without_a_primary_cause_names_one_fix_per_candidate() -> None:
+    from oomdoctor.parse import parse_text
+
+    bare = ("RuntimeError: CUDA out of memory. Tried to allocate 76.00 MiB (GPU 0; 10.76 GiB total capacity; "
+            "9.57 GiB already allocated; 74.81 MiB free; 9.70 GiB reserved in total by PyTorch)\n")
+    f = parse_text(bare)
+    report = Report(events=f.events, diagnoses=diagnose(f), runs=f.runs)
+    md = markdown.render(report)
+    assert "**Try first:** " + ", ".join(f"`{i}`" for i in report.fixes_to_try[:3]) in md
+    assert len(set(report.fixes_to_try[:3])) == 3
+    assert "**Try first:**" not in markdown.render(report_for("first-step-batch-32"))
