@@ -17,6 +17,10 @@ EXIT_FIXED, EXIT_NOT_FIXED, EXIT_BAD_CONFIG = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C (cli.main exits with the same)
 
 
+ASYNC_NOT_SIMULATED = ("backend:cudaMallocAsync is not simulated: the replay models PyTorch's native caching "
+                       "allocator, whose rounding and caching differ from CUDA's stream-ordered pool")
+
+
 def report(res: cfgmod.Resolved, device: str, trials: list[dict[str, Any]],
            max_batch: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON document of shared/CONTRACT.md (plus extra fields)."""
@@ -36,10 +40,6 @@ def report(res: cfgmod.Resolved, device: str, trials: list[dict[str, Any]],
     if device == "sim" and AllocConf.parse(res.config.alloc_conf).backend != "native":
         out["notes"] = [ASYNC_NOT_SIMULATED]
     return out
-
-
-ASYNC_NOT_SIMULATED = ("backend:cudaMallocAsync is not simulated: the replay models PyTorch's native caching "
-                       "allocator, whose rounding and caching differ from CUDA's stream-ordered pool")
 
 
 def exit_code(trials: list[dict[str, Any]]) -> int:
