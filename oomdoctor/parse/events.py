@@ -49,6 +49,7 @@ _TRIGGERS = (
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
+    "hipError_t(1002)",
 )
 # A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
 # within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).

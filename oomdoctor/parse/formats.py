@@ -137,7 +137,8 @@ TF_OOM = lazy(
     r"(?:on (?P<device>[\w:/]+) )?(?:by allocator (?P<allocator>\w+))?"
 )
 STREAM_EXECUTOR_OOM = lazy(
-    r"failed to allocate (?P<pretty>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \((?P<requested>\d{1,20}) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY"
+    r"failed to allocate (?P<pretty>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \((?P<requested>\d{1,20}) bytes\) from device: "
+    r"(?:CUDA_ERROR_OUT_OF_MEMORY|hipError_t\(1002\)|hipErrorOutOfMemory)"  # ROCm's stream executor: HIP's old 1002
 )
 KV_CACHE = lazy(
     r"No available memory for the cache blocks"

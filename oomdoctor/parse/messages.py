@@ -243,7 +243,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("MPS_BARE", ("MPS backend out of memory",), None, "mps_oom"),
     MessageFormat("THC_PRE_1_0", _OOM_WORDS, P.THC_PRE_1_0, "cuda_oom", era="pre-1.0", recognise_only=True,
                   same_failure=True),
-    MessageFormat("STREAM_EXECUTOR_OOM", _OOM_WORDS, P.STREAM_EXECUTOR_OOM, _tf_if_named,
+    # admitted on its own words too: TF 1.x printed the driver's error name without ": out of memory" after it
+    MessageFormat("STREAM_EXECUTOR_OOM", (*_OOM_WORDS, "from device: "), P.STREAM_EXECUTOR_OOM, _tf_if_named,
                   lambda m: {"requested_bytes": int(m["requested"])}),
     MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
     MessageFormat("THCUDACHECK", ("THCudaCheck FAIL",), None, "cuda_oom", era="pre-1.0", also=("out of memory",),
