@@ -105,3 +105,15 @@ def test_markdown_without_a_primary_cause_names_one_fix_per_candidate() -> None:
     assert "**Try first:** " + ", ".join(f"`{i}`" for i in report.fixes_to_try[:3]) in md
     assert len(set(report.fixes_to_try[:3])) == 3
     assert "**Try first:**" not in markdown.render(report_for("first-step-batch-32"))
+
+
+def test_html_without_a_primary_cause_names_one_fix_per_candidate() -> None:
+    from oomdoctor.parse import parse_text
+
+    bare = ("RuntimeError: CUDA out of memory. Tried to allocate 76.00 MiB (GPU 0; 10.76 GiB total capacity; "
+            "9.57 GiB already allocated; 74.81 MiB free; 9.70 GiB reserved in total by PyTorch)\n")
+    f = parse_text(bare)
+    report = Report(events=f.events, diagnoses=diagnose(f), runs=f.runs)
+    page = html.render(report)
+    assert 'id="try-first"' in page and all(f"<code>{i}</code>" in page for i in report.fixes_to_try[:3])
+    assert 'id="try-first"' not in html.render(report_for("first-step-batch-32"))

@@ -99,7 +99,7 @@ def render(report: Report) -> str:
         out.append("**Verdict:** no rule is confident; the hypotheses below are weak signals.")
         if len(report.fixes_to_try) > 1:
             tries = ", ".join(f"`{i}`" for i in report.fixes_to_try[:3])
-            out.append(f"**Try first:** {tries} (one per likely cause).")
+            out += ["", f"**Try first:** {tries} (one per likely cause)."]
     out += ["", f"### Out-of-memory events ({len(report.events)})", "", *_events_table(report.events), ""]
     if report.diagnoses:
         out += ["### Diagnoses (best first)", ""]
