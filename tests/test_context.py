@@ -453,3 +453,9 @@ def test_a_constructor_is_set_up_unless_a_phase_frame_runs_inside_it():
         == "init"
     assert events(_tb(("run.py", "<module>"), ("/workspace/proj/trainer.py", "__init__"),
                       ("/workspace/proj/trainer.py", "evaluate")) + MSG)[0].phase == "eval"
+
+
+def test_a_quantization_bar_is_not_a_training_step():
+    bar = "Quantizing mlp.down_proj in layer 0 of 125:   0%|          | 0/126 [00:44<?, ?it/s]\n"
+    e = events(bar + MSG)[0]
+    assert (e.step, e.phase) == (None, "unknown")

@@ -43,7 +43,6 @@ KNOWN_GAPS = {
     "p75-scfnet-test-softmax-tf.log": "phase: a TF test loop's 'min possibility' voting line is not read as eval",
     "p76-deeprl-dqn-replay-feed.log": "phase: a replay buffer's feed() inside the agent's step is not a train frame",
     "p76-muzero-ray-replaybuffer.log": "phase: Ray's memory monitor killing a self-play run names no phase",
-    "p78-gptqmodel-405b-cholesky-v100.log": "step/phase: a quantization bar ('layer 0 of 125') is read as training",
     "p78-ollama-rocm-steam-vram.log": "gpu/phase: ggml's 'current device: 0' and ollama's server lines are not read",
     "p81-rlrobot-qbiassr-setup-memoryerror.log": "phase: a task set-up typed at the Python prompt is not read as init",
     "p81-screenshot2code-ipython-memoryerror.log": "phase: a notebook cell loading the whole dataset is not read as init",

@@ -392,6 +392,7 @@ _PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("eva
                      ("generate", ("generate",)), ("train", ("train_", "training", "_train")))
 NON_TRAIN_BAR = lazy(
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
+    r"|Quantiz|Calibrat"  # post-training quantization walks the layers: not a training step
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test"
     r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)[^|%]{0,80}\d{1,3}%[|\s]"  # building data: "Training datasets: 100%|"
 )
