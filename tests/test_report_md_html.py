@@ -94,13 +94,17 @@ def test_markdown_without_events() -> None:
     assert "No out-of-memory event" in markdown.render(Report())
 
 
-def test_markdown_without_a_primary_cause_names_one_fix_per_candidate() -> None:
+def bare_message_report() -> Report:
+    """A message-only log: no cause is primary, so the renderers name one fix per candidate cause."""
     from oomdoctor.parse import parse_text
 
-    bare = ("RuntimeError: CUDA out of memory. Tried to allocate 76.00 MiB (GPU 0; 10.76 GiB total capacity; "
-            "9.57 GiB already allocated; 74.81 MiB free; 9.70 GiB reserved in total by PyTorch)\n")
-    f = parse_text(bare)
-    report = Report(events=f.events, diagnoses=diagnose(f), runs=f.runs)
+    f = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 76.00 MiB (GPU 0; 10.76 GiB total capacity; "
+                   "9.57 GiB already allocated; 74.81 MiB free; 9.70 GiB reserved in total by PyTorch)\n")
+    return Report(events=f.events, diagnoses=diagnose(f), runs=f.runs)
+
+
+def test_markdown_without_a_primary_cause_names_one_fix_per_candidate() -> None:
+    report = bare_message_report()
     md = markdown.render(report)
     assert "**Try first:** " + ", ".join(f"`{i}`" for i in report.fixes_to_try[:3]) in md
     assert len(set(report.fixes_to_try[:3])) == 3
@@ -108,12 +112,7 @@ def test_markdown_without_a_primary_cause_names_one_fix_per_candidate() -> None:
 
 
 def test_html_without_a_primary_cause_names_one_fix_per_candidate() -> None:
-    from oomdoctor.parse import parse_text
-
-    bare = ("RuntimeError: CUDA out of memory. Tried to allocate 76.00 MiB (GPU 0; 10.76 GiB total capacity; "
-            "9.57 GiB already allocated; 74.81 MiB free; 9.70 GiB reserved in total by PyTorch)\n")
-    f = parse_text(bare)
-    report = Report(events=f.events, diagnoses=diagnose(f), runs=f.runs)
+    report = bare_message_report()
     page = html.render(report)
     assert 'id="try-first"' in page and all(f"<code>{i}</code>" in page for i in report.fixes_to_try[:3])
     assert 'id="try-first"' not in html.render(report_for("first-step-batch-32"))

@@ -5,6 +5,15 @@ from __future__ import annotations
 from oomdoctor.diagnosis import Report
 
 FORMATS = ("text", "markdown", "json", "html")
+TRY_FIRST_SHOWN = 3
+
+
+def try_first(report: Report) -> tuple[str, ...]:
+    """The fixes every renderer names under its verdict when no cause is primary: one per likely cause, at most
+    TRY_FIRST_SHOWN; none when the first cause is primary (its own fixes lead) or there is only one fix to try."""
+    if not report.diagnoses or report.diagnoses[0].role == "primary" or len(report.fixes_to_try) < 2:
+        return ()
+    return report.fixes_to_try[:TRY_FIRST_SHOWN]
 
 
 def render(report: Report, fmt: str, color: bool = False, width: int | None = None, quiet: bool = False) -> str:

@@ -10,6 +10,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from oomdoctor.diagnosis import Diagnosis, Report
 from oomdoctor.parse.model import OOMEvent, RunContext
+from oomdoctor.report import try_first
 from oomdoctor.report.markdown import changes_text
 from oomdoctor.units import GIB, format_bytes
 
@@ -108,7 +109,7 @@ def render(report: Report) -> str:
     return ENV.get_template("report.html.j2").render(
         report=report, focus=focus, bar=memory_bar(focus) if focus else [],
         chart=memory_chart(run, focus) if focus else None, fixes=list(fixes.values()),
-        primary=next((g for g in report.diagnoses if g.role == "primary"), None),
+        primary=next((g for g in report.diagnoses if g.role == "primary"), None), try_first=try_first(report),
     )
 
 

@@ -6,6 +6,7 @@ import json
 
 from oomdoctor.diagnosis import Diagnosis, Fix, Report
 from oomdoctor.parse.model import Evidence, OOMEvent
+from oomdoctor.report import try_first
 from oomdoctor.units import format_bytes
 
 MAX_LOG_LINES = 40
@@ -97,9 +98,8 @@ def render(report: Report) -> str:
                    f"{primary.confidence:.2f}). {primary.seen}")
     else:
         out.append("**Verdict:** no rule is confident; the hypotheses below are weak signals.")
-        if len(report.fixes_to_try) > 1:
-            tries = ", ".join(f"`{i}`" for i in report.fixes_to_try[:3])
-            out += ["", f"**Try first:** {tries} (one per likely cause)."]
+        if ids := try_first(report):
+            out += ["", f"**Try first:** {', '.join(f'`{i}`' for i in ids)} (one per likely cause)."]
     out += ["", f"### Out-of-memory events ({len(report.events)})", "", *_events_table(report.events), ""]
     if report.diagnoses:
         out += ["### Diagnoses (best first)", ""]

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from oomdoctor.diagnosis import Diagnosis, Report
 from oomdoctor.parse.model import OOMEvent
+from oomdoctor.report import try_first
 from oomdoctor.units import format_bytes
 
 _FIGURES = (
@@ -84,15 +85,10 @@ def verdict(report: Report) -> str:
     return clean(" · ".join(where) + " · " + cause + fix)
 
 
-FIXES_TO_TRY_SHOWN = 3
-
-
 def _try_first(console: Console, report: Report) -> None:
     """When no cause is settled, the first fixes to try cover the candidate causes, one each."""
-    if not report.diagnoses or report.diagnoses[0].role == "primary" or len(report.fixes_to_try) < 2:
-        return
-    ids = " · ".join(report.fixes_to_try[:FIXES_TO_TRY_SHOWN])
-    _indented(console, "try first:", f"{ids} (one per likely cause)")
+    if ids := try_first(report):
+        _indented(console, "try first:", f"{' · '.join(ids)} (one per likely cause)")
 
 
 def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
