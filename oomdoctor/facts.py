@@ -283,12 +283,15 @@ HOST_DEVICE = ("device:CPU", "/cpu:")  # TensorFlow's device names for host memo
 HOST_ALLOCATORS = ("cpu", "mklcpu", "cpu_pool")
 
 
-def _shape(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+def _device(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
     device, allocator = event.detail.get("device"), event.detail.get("allocator")
     out["host_device"] = None if device is None and allocator is None else \
         any(h in (device or "") for h in HOST_DEVICE) or (allocator or "").lower() in HOST_ALLOCATORS
     if out["host_device"] is not None:
         ev["host_device"] = (_event_line(event),)
+
+
+def _shape(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
     dims = event.detail.get("shape") or []
     out["tensor_shape"] = f"[{', '.join(map(str, dims))}]" if dims else None
     out["tensor_rank"] = len(dims) if dims else None
@@ -506,6 +509,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     out: dict[str, Any] = {}
     ev: dict[str, tuple[Evidence, ...]] = {}
     _figures(event, out, ev)
+    _device(event, out, ev)
     _shape(event, out, ev)
     _eval_bar(event, out, ev)
     _siblings(facts, event, out)

@@ -556,7 +556,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         if script is None and (by_name := _script_phase(func, ln)):
             script = Witness(by_name, ln)
         name = func.rsplit(".", 1)[-1]
-        if name in ("__init__", "convert") and "/torch/nn/modules/" in ln.text:  # a layer's parameters, Module.to()
+        if name == "convert" and "/torch/nn/modules/" in ln.text:  # Module.to() (a constructor is an init name)
             innermost = Witness("init", ln)
             continue
         if "/torch/optim/" in ln.text or (name in OPTIMIZER_FUNCS and name not in OPTIMIZER_SETUP_FUNCS):
