@@ -1,6 +1,7 @@
 """Trainer scenarios for tests/test_capture.py, each run in its own interpreter: `python capture_scenarios.py
 hf OUT` or `... lightning train|eval OUT`. A tiny regressor raises PyTorch's CUDA OOM message in the chosen phase
-(an injected failure); the trainer's callback and the hook must leave one record in OUT."""
+(an injected failure); the trainer's callback and the hook must leave one record in OUT. `... cuda OUT` runs out
+of a real GPU's memory under a 2 GiB memory fraction (no injection: PyTorch's own observer and message)."""
 
 from __future__ import annotations
 
@@ -80,8 +81,29 @@ def lightning(fail_in: str, out: str) -> None:
     raise SystemExit("the injected OOM did not happen")
 
 
+def cuda(out: str) -> None:
+    """Fragment a 2 GiB budget on a real GPU, then ask for 160 MiB; the memory history goes beside the record."""
+    import oomdoctor.capture
+
+    hook = oomdoctor.capture.install(out, history=True)
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(2 * 2**30 / total)
+    # 2 MiB requests share 20 MiB segments (10 each); freeing every other one leaves 1000 MiB free in 2 MiB holes
+    blocks = [torch.empty(2 * 2**20, dtype=torch.uint8, device="cuda") for _ in range(1000)]
+    del blocks[::2]
+    try:
+        with hook.guard():
+            torch.empty(160 * 2**20, dtype=torch.uint8, device="cuda")
+    except torch.OutOfMemoryError:
+        torch.cuda.memory._dump_snapshot(f"{out}/snapshot.pickle")
+        return
+    raise SystemExit("the 160 MiB request fitted")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "hf":
+    if sys.argv[1] == "cuda":
+        cuda(sys.argv[2])
+    elif sys.argv[1] == "hf":
         hf(sys.argv[2])
     else:
         lightning(sys.argv[2], sys.argv[3])

@@ -143,6 +143,21 @@ def test_lightning_callback_records_the_oom_lightning_catches(tmp_path, fail_in,
     assert (doc["step"], doc["phase"], doc["args"]) == (step, phase, {"batch_size": 2})
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_real_cuda_oom_is_recorded_by_the_observer(tmp_path):
+    # 500 × 2 MiB live in 100 segments of 20 MiB, 1000 MiB free in 2 MiB holes: a 160 MiB segment does not fit
+    # under the 2 GiB fraction and no segment is wholly free to release, so the allocator fails.
+    doc = _scenario(tmp_path, "cuda")
+    assert doc["oom"]["requested_bytes"] == 160 * 2**20
+    assert "CUDA out of memory. Tried to allocate 160.00 MiB." in doc["message"]
+    assert doc["memory_stats"]["allocated_bytes.all.current"] == 500 * 2 * 2**20
+    assert doc["memory_stats"]["reserved_bytes.all.current"] == 100 * 20 * 2**20
+    (event,) = _events(doc["path"])
+    assert event["kind"] == "cuda_oom" and event["requested_bytes"] == 160 * 2**20
+    assert (event["allocated_bytes"], event["reserved_unallocated_bytes"]) == (1000 * 2**20, 1000 * 2**20)
+
+
 FRAGMENTING_SCRIPT = """
 import torch
 import oomdoctor.capture
@@ -198,3 +213,15 @@ def test_simulate_gives_torch_back_as_it_was():
         assert model.to(gpu) is model and torch.nn.Module.to is not before[0]
     assert (torch.nn.Module.to, torch.nn.Module.cuda, torch.tensor) == before
     assert torch.nn.Linear(2, 2).to("cpu").weight.device.type == "cpu"
+
+
+def test_a_record_written_on_a_real_h200_reads_back():
+    # written by capture_scenarios.py cuda on an H200 (torch 2.11, 2026-11-27): the observer's figures, the
+    # message with its memory-fraction clause, the segment summary and the recorded stacks
+    path = Path(__file__).with_name("records") / "h200-fragmentation-2gib-fraction.json"
+    (event,) = _events(path)
+    assert (event["kind"], event["requested_bytes"], event["allowed_bytes"]) == ("cuda_oom", 160 * 2**20, 2 * 2**30)
+    assert event["reserved_unallocated_bytes"] == 1000 * 2**20
+    r = run("diagnose", str(path), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["diagnoses"][0]["category"] == "fragmentation"

@@ -37,8 +37,18 @@ def test_fragmentation_reproduced_natively_and_expandable_segments_fit():
     assert result == {"as recorded": True, "expandable-segments": False, "max-split-size": False, "gc-threshold": True}
 
 
+def test_room_on_the_device_means_a_memory_fraction_refused_the_request():
+    # 400 MiB free on the device at the failure: the driver would have given a 150 MiB segment, so a cap below the
+    # device refused it (seen on an H200 under set_per_process_memory_fraction); the replay caps at the peak held
+    w = what_if(fragmenting(device_free=400 * M))
+    assert w.reproduced and w.capacity_bytes == 200 * M
+    assert any("a cap below the device" in n for n in w.notes)
+
+
 def test_a_failure_the_model_does_not_reproduce_credits_nothing():
-    w = what_if(fragmenting(device_free=400 * M))  # room for a new segment: the model would not have failed
+    data = fragmenting()
+    data["device_traces"][0].insert(-1, {"action": "free_completed", "addr": 2000, "size": 90 * M})
+    w = what_if(data)  # the whole 200 MiB segment is free again: the model places the request and does not fail
     assert not w.reproduced and any("cannot be credited" in n for n in w.notes)
 
 

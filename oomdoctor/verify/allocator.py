@@ -184,6 +184,7 @@ class ReplayResult:
     oom_event: int | None = None
     num_alloc_retries: int = 0
     segments: int = 0
+    segments_allocated: int = 0
     requested_bytes: int | None = None
     reserved_at_oom: int | None = None
     allocated_at_oom: int | None = None
@@ -199,8 +200,11 @@ class _Pool:
     small: bool
     free: list[tuple[int, int]] = field(default_factory=list)  # sorted (size, addr)
     by_key: dict[tuple[int, int], Block] = field(default_factory=dict)
+    free_block_calls: int = 0  # c10 get_free_blocks_call_count: a block's GC age counts this pool's searches
 
     def insert(self, b: Block) -> None:
+        """insert_into_blocks: the block's age starts now."""
+        b.freed_at = self.free_block_calls
         k = b.key()
         bisect.insort(self.free, k)
         self.by_key[k] = b
@@ -232,9 +236,9 @@ class CachingAllocator:
         self.peak_reserved = 0
         self.retries = 0
         self.segments = 0
+        self.segments_allocated = 0  # c10's segment.all.allocated: every cudaMalloc'd segment, released or not
         self._next_addr = 0
         self._seg_ids = 0
-        self._clock = 0  # get_free_block calls, for GC ages
         self.expandable = (ExpandableSegment(True, self), ExpandableSegment(False, self)) \
             if self.conf.expandable_segments else None
 
@@ -264,7 +268,7 @@ class CachingAllocator:
         return self.pools[0 if small else 1]
 
     def _get_free_block(self, pool: _Pool, size: int) -> Block | None:
-        self._clock += 1
+        pool.free_block_calls += 1
         i = bisect.bisect_left(pool.free, (size, -1))
         if i == len(pool.free):
             return None
@@ -282,6 +286,7 @@ class CachingAllocator:
 
     def _new_segment(self, alloc_size: int, small: bool) -> Block:
         self.segments += 1
+        self.segments_allocated += 1
         self._seg_ids += 1
         block = Block(alloc_size, self._next_addr, -self._seg_ids if small else self._seg_ids)
         self._next_addr += alloc_size
@@ -312,7 +317,6 @@ class CachingAllocator:
                 block.next.prev = rest
             block.next = rest
             block.size = size
-            rest.freed_at = self._clock
             pool.insert(rest)
         return block
 
@@ -336,7 +340,6 @@ class CachingAllocator:
                     if other.next is not None:
                         other.next.prev = block
                 block.size += other.size
-        block.freed_at = self._clock
         pool.insert(block)
 
     def _release_block(self, pool: _Pool, block: Block) -> None:
@@ -373,7 +376,9 @@ class CachingAllocator:
                 self._release_block(pool, b)
 
     def _garbage_collect(self) -> None:
-        """garbage_collect_cached_blocks: free old unsplit large blocks above threshold × allowed."""
+        """garbage_collect_cached_blocks: above threshold × allowed, free every unsplit large block at least as old
+        as their average, and again with the rest until enough is freed (a sweep does not stop at the target: c10
+        frees more so that GC runs less often)."""
         target = self.reserved - self.conf.garbage_collection_threshold * self.allowed
         if target <= 0:
             return
@@ -383,10 +388,10 @@ class CachingAllocator:
             cands = self._whole_free_segments(pool)
             if not cands:
                 return
-            ages = [self._clock - b.freed_at for b in cands]
+            ages = [pool.free_block_calls - b.freed_at for b in cands]
             avg = sum(ages) / len(ages)
             for b, age in zip(cands, ages):
-                if age >= avg and reclaimed < target:
+                if age >= avg:
                     self._release_block(pool, b)
                     reclaimed += b.size
 
@@ -544,4 +549,5 @@ def replay(trace: Iterable[tuple[str, int, int]], capacity: int, conf: AllocConf
     result.peak_reserved_bytes = alloc.peak_reserved
     result.num_alloc_retries = alloc.retries
     result.segments = alloc.segments
+    result.segments_allocated = alloc.segments_allocated
     return result

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomdoctor.fixids import GC_THRESHOLD, max_split_size_mb
-from oomdoctor.verify.allocator import AllocConf, AllocConfError, ReplayResult, replay
+from oomdoctor.units import MIB, format_bytes
+from oomdoctor.verify.allocator import AllocConf, AllocConfError, ReplayResult, allocation_size, replay
 
 SEGMENT_GROW = ("segment_alloc", "segment_map")
 SEGMENT_SHRINK = ("segment_free", "segment_unmap")
+DRIVER_SLACK = 2 * MIB  # free memory the driver may fail to hand out (page granularity) before a cap is inferred
 
 
 class NoTrace(ValueError):
@@ -70,8 +72,9 @@ def _recorded_conf(data: dict[str, Any], device: int) -> AllocConf:
     return base
 
 
-def _events(data: dict[str, Any], device: int) -> tuple[list[tuple[str, int, int]], int, int, int, int]:
-    """(replay events ending with the failing request, requested bytes, capacity, trace entries, pre-existing)."""
+def _events(data: dict[str, Any], device: int) -> tuple[list[tuple[str, int, int]], int, int, int, int, int | None]:
+    """(replay events ending with the failing request, requested bytes, capacity, trace entries, pre-existing,
+    the device's free bytes when a cap below the device failed the request, else None)."""
     traces = data.get("device_traces") or []
     if device >= len(traces) or not traces[device]:
         raise NoTrace(f"no alloc/free trace for device {device}: record with "
@@ -123,8 +126,26 @@ def _events(data: dict[str, Any], device: int) -> tuple[list[tuple[str, int, int
     after = trace[k + 1:]
     grown = sum(int(e.get("size") or 0) for e in after if e.get("action") in SEGMENT_GROW)
     shrunk = sum(int(e.get("size") or 0) for e in after if e.get("action") in SEGMENT_SHRINK)
-    capacity = reserved_dump - grown + shrunk + int(oom["device_free"])
-    return replayed, int(oom.get("size") or 0), capacity, k, len(pre)
+    reserved_at_oom = reserved_dump - grown + shrunk
+    device_free = int(oom["device_free"])
+    if device_free >= allocation_size(int(oom.get("size") or 0)) + DRIVER_SLACK:
+        # the driver had room for the segment: a cap below the device (a memory fraction) refused it. The smallest
+        # cap the trace is consistent with is the most PyTorch held before the failure; replay under that.
+        return replayed, int(oom.get("size") or 0), _peak_reserved(trace[:k], reserved_at_oom), k, len(pre), device_free
+    return replayed, int(oom.get("size") or 0), reserved_at_oom + device_free, k, len(pre), None
+
+
+def _peak_reserved(before: list[dict[str, Any]], reserved_at_oom: int) -> int:
+    """The most PyTorch had reserved at any point of the trace before the failure, walking back from the failure."""
+    reserved = peak = reserved_at_oom
+    for e in reversed(before):
+        size = int(e.get("size") or 0)
+        if e.get("action") in SEGMENT_GROW:
+            reserved -= size
+        elif e.get("action") in SEGMENT_SHRINK:
+            reserved += size
+        peak = max(peak, reserved)
+    return peak
 
 
 def settings_to_try(recorded: AllocConf, requested: int) -> list[tuple[str, AllocConf]]:
@@ -144,9 +165,13 @@ def what_if(data: Any, device: int | None = None) -> WhatIf:
     if device is None:
         device = next((d for d, tr in enumerate(data.get("device_traces") or [])
                        if any(isinstance(e, dict) and e.get("action") == "oom" for e in tr or ())), 0)
-    events, requested, capacity, entries, pre = _events(data, device)
+    events, requested, capacity, entries, pre, device_free = _events(data, device)
     report = WhatIf(device=device, requested_bytes=requested, capacity_bytes=capacity, entries=entries,
                     preexisting_blocks=pre)
+    if device_free is not None:
+        report.notes.append(f"the device still had {format_bytes(device_free)} free when the request failed, so a cap "
+                            "below the device (a memory fraction) refused it; the replay caps PyTorch at the most it "
+                            f"held before the failure, {format_bytes(capacity)}, the smallest cap the trace allows")
     try:
         recorded = _recorded_conf(data, device)
     except AllocConfError:
@@ -178,8 +203,6 @@ def to_dict(report: WhatIf, source: str) -> dict[str, Any]:
 
 def render_text(report: WhatIf, source: str) -> str:
     """A short table: each setting, whether the recorded request fit, the peak it reserved."""
-    from oomdoctor.units import format_bytes
-
     lines = [f"what-if: {source}",
              f"device {report.device}: {format_bytes(report.requested_bytes)} requested, "
              f"{format_bytes(report.capacity_bytes)} for PyTorch, {report.entries} trace entries replayed",
