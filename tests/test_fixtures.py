@@ -85,6 +85,20 @@ KNOWN_GAPS = {
     "p28-jetson-inference-hostoom.log": "detect: a MemoryError named inside a PicklingError is not read as an OOM",
     "n2-megatron-load-optim-nccl-calloc-cublas.log": "two NCCL warnings from two devices read as one; calloc sizes",
     "n2-pytorch-thd-nccl-allreduce-init-oom.log": "gpu_index: 2018 NCCL warning without the NCCL tag",
+    "p100-cutagi-resnet-batchsize-realloc-leak.log": "detect: a C++ check macro's 'CUDA Runtime Error at: file:line' with "
+                                                     "'out of memory cudaMalloc(...)' on the next line is not read",
+    "p100-marian-save-adam-bad-alloc.log": "step/phase: Marian's 'Up. 50000' progress and 'Saving model' banners are not read",
+    "p97-cogvideo-zero-init-debugger.log": "phase: DeepSpeed ZeRO optimizer set-up frames, printed innermost first by an "
+                                           "IDE, are not read as init",
+    "p96-sssegmentation-annnet-ce-elastic.log": "phase: a lone cross_entropy frame before an elastic launcher's "
+                                                "traceback is not read as train",
+    "p98-toolrl-ray-rollout-softmax-3090.log": "phase: a Ray worker line naming actor_rollout_generate_sequences after "
+                                              "the message is not read as generate",
+    "p100-ssdtf-laptop-create-model-bad-alloc.log": "held-out, scored only: a 'Creating the model...' line is not read as init",
+    "p100-t2t-eval-bad-alloc.log": "held-out, scored only: save lines then an evaluation banner read as save; the restored "
+                                   "checkpoint's step is not read",
+    "p96-hsmr-vitdet-detect-bar-glued.log": "held-out, scored only: a 'Batch Detection 0/7' inference bar is read as "
+                                            "training step 0",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
