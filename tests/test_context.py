@@ -459,3 +459,18 @@ def test_a_quantization_bar_is_not_a_training_step():
     bar = "Quantizing mlp.down_proj in layer 0 of 125:   0%|          | 0/126 [00:44<?, ?it/s]\n"
     e = events(bar + MSG)[0]
     assert (e.step, e.phase) == (None, "unknown")
+
+
+LOSS_TRACEBACK = (
+    'Traceback (most recent call last):\n'
+    '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py", line 3053, in cross_entropy\n'
+    '    return torch._C._nn.cross_entropy_loss(input, target, weight)\n'
+    'RuntimeError: CUDA out of memory. Tried to allocate 1.17 GiB (GPU 0; 10.76 GiB total capacity; 7.37 GiB '
+    'already allocated; 525.44 MiB free; 9.07 GiB reserved in total by PyTorch)\n')
+
+
+def test_a_loss_frame_alone_reads_as_training_but_never_over_other_evidence():
+    (event,) = events(LOSS_TRACEBACK)
+    assert event.phase == "train"
+    (event,) = events("Saving model checkpoint to out/checkpoint-500\n" + LOSS_TRACEBACK)
+    assert event.phase == "save"

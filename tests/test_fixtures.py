@@ -71,7 +71,6 @@ KNOWN_GAPS = {
     "p56-seq2seq-batch.log": "phase: train is named only in an encoder's 'mode=train' INFO line",
     "p22-automodel-batch.log": "allocated: an excerpt elided with '...' puts it on its own line, outside the message",
     "p73-parlai-drqa-970m-adamax.log": "step: ParlAI's 'updates = 30' lines are not read as steps",
-    "p74-mmedit-basicvsr-charbonnier-elastic.log": "phase: MMEditing's loss frames (Charbonnier) are not a train frame",
     "p75-3dgs-simpleknn-badalloc-v100.log": "phase: a CUDA extension's distCUDA2 call at scene set-up is not init",
     "p70-tftts-tacotron2-eval-decode.log": "phase: an '[eval]: 0it' bar glued to the message's end is not read",
     "p70-zipvoice-hindi-h100-softmax.log": "step/phase: icefall's 'Epoch 1, batch N, global_batch_idx: M' is not a step",
@@ -85,13 +84,11 @@ KNOWN_GAPS = {
     "p28-jetson-inference-hostoom.log": "detect: a MemoryError named inside a PicklingError is not read as an OOM",
     "n2-megatron-load-optim-nccl-calloc-cublas.log": "two NCCL warnings from two devices read as one; calloc sizes",
     "n2-pytorch-thd-nccl-allreduce-init-oom.log": "gpu_index: 2018 NCCL warning without the NCCL tag",
-    "p100-cutagi-resnet-batchsize-realloc-leak.log": "detect: a C++ check macro's 'CUDA Runtime Error at: file:line' with "
-                                                     "'out of memory cudaMalloc(...)' on the next line is not read",
+    "p100-cutagi-resnet-batchsize-realloc-leak.log": "step: an epoch-level bar's count ('Epoch 4/10 ... 4/10') is read as "
+                                                     "the step",
     "p100-marian-save-adam-bad-alloc.log": "step/phase: Marian's 'Up. 50000' progress and 'Saving model' banners are not read",
     "p97-cogvideo-zero-init-debugger.log": "phase: DeepSpeed ZeRO optimizer set-up frames, printed innermost first by an "
                                            "IDE, are not read as init",
-    "p96-sssegmentation-annnet-ce-elastic.log": "phase: a lone cross_entropy frame before an elastic launcher's "
-                                                "traceback is not read as train",
     "p98-toolrl-ray-rollout-softmax-3090.log": "phase: a Ray worker line naming actor_rollout_generate_sequences after "
                                               "the message is not read as generate",
     "p100-ssdtf-laptop-create-model-bad-alloc.log": "held-out, scored only: a 'Creating the model...' line is not read as init",

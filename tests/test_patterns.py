@@ -129,6 +129,10 @@ EXAMPLES = [
      "cuda_error", None, {}),  # FasterTransformer / TurboMind check_cuda_error
     ("OutOfMemoryError                          Traceback (most recent call last)", "cuda_oom", None, {}),  # notebook
     ("GPUassert: out of memory pcdet/ops/iou3d_nms/src/iou3d_nms.cpp 103", "cuda_error", None, {}),  # gpuAssert macro
+    ("CUDA Runtime Error at: src/data_struct_cuda.cu:83\nout of memory cudaMalloc(&d_jcb, n * sizeof(float))",
+     "cuda_error", None, {}),  # a check macro: the place, then cudaGetErrorString and the call on the next line
+    ('CUDA error at src/kernel.cu:42 code=2(cudaErrorMemoryAllocation) "cudaMalloc(&d_buf, bytes)"', "cuda_error",
+     None, {}),  # the CUDA samples' helper_cuda.h checkCudaErrors
     ("ResourceExhaustedError: Fail to alloc memory of 564023296 size, error code is 12.", "host_oom", None,
      {"requested_bytes": 564023296}),  # PaddlePaddle's host allocator (ENOMEM)
     ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),

@@ -576,6 +576,22 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     return strong or innermost or script
 
 
+# A loss function's frame (torch.nn.functional's, a project's losses/ package, any *_loss): the weakest sign of
+# training, used only when nothing else in the log names a phase (validation computes losses too).
+LOSS_FUNCS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
+                        "binary_cross_entropy_with_logits", "kl_div", "ctc_loss", "huber_loss", "loss"})
+LOSS_PATH = lazy(r"/losses?/[\w/]{0,80}\.py\"")
+
+
+def loss_frame(frames: Sequence[tuple[str, Line]]) -> Line | None:
+    """The innermost frame that computes a loss, if any."""
+    for func, ln in reversed(frames):
+        name = func.rsplit(".", 1)[-1]
+        if name in LOSS_FUNCS or name.endswith("_loss") or LOSS_PATH.search(ln.text):
+            return ln
+    return None
+
+
 def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
     """The whole traceback (from `<module>`) runs an evaluation or generation with no training loop around it:
     a progress bar's count there is not a training step."""

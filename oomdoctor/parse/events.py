@@ -49,7 +49,7 @@ _TRIGGERS = (
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
-    "hipError_t(1002)",
+    "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation",
 )
 # A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
 # within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).
@@ -514,6 +514,8 @@ class _EventReader:
             return "train", started
         if (loading := _loading_failed_after(self.lines, hit.end)) is not None:
             return "init", ctx._ev(self.source, loading)
+        if (loss := ctx.loss_frame(frames)) is not None:  # nothing else: a loss being computed is most often training
+            return "train", ctx._ev(self.source, loss)
         return "unknown", None
 
 

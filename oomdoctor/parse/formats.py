@@ -94,6 +94,9 @@ CUDA_ERROR_STRICT = lazy(
     r"|CUDA Error: out of memory at \S{1,300}:\d{1,9}"  # C++ extensions' own check (vLLM's cumem_allocator.cpp)
     r"|CUDA runtime error: out of memory"  # FasterTransformer / TurboMind check_cuda_error: "[TM][ERROR] CUDA runtime error: ..."
     r"|GPUassert: out of memory"  # the gpuAssert macro many CUDA extensions copy: "GPUassert: %s %s %d" (error, file, line)
+    # a C++ check macro that names the place, then prints cudaGetErrorString and the failing call on the next line:
+    # "CUDA Runtime Error at: src/data_struct_cuda.cu:83" / "out of memory cudaMalloc(&d_x, n * sizeof(float))"
+    r"|CUDA (?:Runtime )?Error at:? \S{1,300}:\d{1,9}[ \t]{0,4}(?:\r?\n)?[ \t]{0,8}out of memory\b"
 )
 # A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
 # call last)". It is the failure only when the message itself was not kept (the cell's output was cut).

@@ -249,7 +249,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
     MessageFormat("THCUDACHECK", ("THCudaCheck FAIL",), None, "cuda_oom", era="pre-1.0", also=("out of memory",),
                   same_failure=True),
-    MessageFormat("CUDA_ERROR", _OOM_WORDS, P.CUDA_ERROR_STRICT, "cuda_error", recognise_only=True),
+    MessageFormat("CUDA_ERROR", (*_OOM_WORDS, "cudaErrorMemoryAllocation"), P.CUDA_ERROR_STRICT, "cuda_error",
+                  recognise_only=True),
     MessageFormat("CUDA_DRIVER_OOM", ("CUDA_ERROR_OUT_OF_MEMORY",), P.CUDA_DRIVER_OOM, "cuda_error", recognise_only=True),
     MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
