@@ -32,7 +32,6 @@ KNOWN_GAPS = {
     "p68-monairc-unetr-val-countmap.log": "phase: the validation lines were pasted after the message, not before it",
     "p70-tacotron2-rayhane-exiting-clipnorm.log": "phase: a feeder's 'Generated N train batches' banner is not training",
     "p71-deptreernn-ngram-badalloc.log": "phase: a C++ tool's 'RnnWeights: allocate' set-up lines are not read as init",
-    "p71-kingdra-keras-epoch-killed.log": "phase: a Keras epoch summary minutes before a bare kill is not read as training",
     "p71-mitie-wordrep-cca-badalloc.log": "phase: MITIE's CCA fit banner is not read as training",
     "p71-stego-eval-concat-cpualloc.log": "step: a finished bar inside an evaluation script (Hydra hides <module>) is counted",
     "p71-twittercnn-padding-killed.log": "phase: a data helper's 'padding sentences' step is not read as init",
@@ -96,6 +95,19 @@ KNOWN_GAPS = {
                                    "checkpoint's step is not read",
     "p96-hsmr-vitdet-detect-bar-glued.log": "held-out, scored only: a 'Batch Detection 0/7' inference bar is read as "
                                             "training step 0",
+    "p101-kerasyolo3-fusedbn-bs32.log": "phase: train is named only by TF node attributes (is_training=true, yolo_loss)",
+    "p101-pointpillars-bfc-dump-batch4.log": "line: an op's OOM line and the allocator's line after it are one failure; "
+                                             "the event is put on the allocator's",
+    "p101-sdsandbox-keras-generator-memoryerror.log": "phase: a MemoryError in a Keras data-generator thread is not "
+                                                      "read as training",
+    "p102-meshtfjax-tohf-tpu-core-oom.log": "phase: a checkpoint-conversion script building its network is not read as init",
+    "p102-perceiverar-sample-cubin-tf-gpu.log": "phase: a notebook cell's sampling call is not read as generate",
+    "p103-eesen-ctc-parallel-alloc-failure.log": "detect: Kaldi's 'ERROR (...) Memory allocation failure' is not read",
+    "p104-boltz-3000res-predict-skip-batch.log": "phase: Lightning's 'Predicting DataLoader 0' bar is not read as eval",
+    "p102-colabfold-tpu-v2-hbm-program.log": "held-out, scored only: a structure-prediction loop is not read as eval",
+    "p103-paddlespeech-ds2-pass0-check-failed.log": "held-out, scored only: old PaddlePaddle's 'Check failed: cudaSuccess "
+                                                    "== cudaStat (0 vs. 2) Cuda Error: out of memory' is not read",
+    "p106-rlswarm-mps-two-ooms-stack.log": "held-out, scored only: a launcher shutting down the trainer is not read as train",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

@@ -122,8 +122,13 @@ EXAMPLES = [
     ("2020-10-22 02:48:58 10.0.0.2 [3]   (1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. "
      "There are 142.58M free.; (0x3x0_HBM1)", "xla_oom", None,  # TPU runtime (XRT)
      {"requested_bytes": b("180.59", 2), "free_bytes": b("142.58", 2)}),
+    ("Predicting DataLoader 0:   0%|   | 0/1 [00:00<?, ?it/s]| WARNING: ran out of memory, skipping batch", "cuda_oom",
+     None, {}),  # fairseq's caught OOM (copied by Boltz), glued to a bar
+    ("Execution of replica 0 failed: RESOURCE_EXHAUSTED: Failed to allocate request for 256.00MiB (268435456B) on "
+     "device ordinal 0", "xla_oom", None, {"requested_bytes": 268435456}),  # PJRT's device allocator (JAX)
     ("[1]    16261 killed     python3 train.py --model_size 65B", "host_oom", None, {}),  # zsh job notice
     ("[1]+  Killed                  python train.py", "host_oom", None, {}),  # bash job notice
+    ("165376/296960 [===============>..............] - ETA: 365s - loss: 2.1371Killed", "host_oom", None, {}),  # glued
     ("fish: Job 1, 'python train.py' terminated by signal SIGKILL (Forced quit)", "host_oom", None, {}),
     ("  what():  [TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/utils/allocator.h:223 ",
      "cuda_error", None, {}),  # FasterTransformer / TurboMind check_cuda_error

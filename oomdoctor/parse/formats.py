@@ -127,6 +127,15 @@ XLA_XRT = lazy(
     r"Attempting to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?[KMGT]?)\. That was not possible\."
     r"(?: There are (?P<free>\d{1,20}(?:\.\d{1,20})?[KMGT]?) free\.)?"
 )
+# PJRT's device allocator (JAX on TPU and GPU): "RESOURCE_EXHAUSTED: Failed to allocate request for 256.00MiB
+# (268435456B) on device ordinal 0" (also after "Resource exhausted: ").
+XLA_REQUEST = lazy(
+    r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Failed to allocate request for \d{1,20}(?:\.\d{1,20})?\s?[KMGT]?i?B"
+    r" \((?P<requested>\d{1,20})B\) on device ordinal (?P<device>\d{1,4})"
+)
+# fairseq's trainer (and projects that copied it, e.g. Boltz) catching an OOM and going on: "| WARNING: ran out of
+# memory, skipping batch" (newer fairseq: "ran out of memory with exception: <message>; Skipping batch").
+SKIP_BATCH = lazy(r"WARNING:? ran out of memory,? skipping batch")
 XLA_ANY = lazy(r"RESOURCE_EXHAUSTED:?[^\n]{0,200}?(?:[Oo]ut of memory|ran out of memory|Ran out of memory)")
 # TensorFlow's BFC allocator: "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB (rounded to …)";
 # TF 1.x before the allocator was named: "Ran out of memory trying to allocate 193.0KiB.  See logs for memory state."
@@ -178,6 +187,7 @@ PY_MEMORY_ERROR = lazy(r"\A\s{0,8}(?:builtins\.)?MemoryError(?:\s*\Z|\s*\n|:[^\n
 HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
+    r"|(?<=[\d\]|%])Killed\s*$"  # the shell's notice glued to a progress line left without its newline: "loss: 2.1371Killed"
     r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
     r"|terminated by signal SIGKILL"  # fish
     r"|\b(?:exit|exited with|exit status) code 137\b|\binterrupted by signal 9\b"  # 128 + SIGKILL: PyCharm, Docker

@@ -262,6 +262,9 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     # TensorFlow / XLA. TensorFlow warns with the same words when it only lost speed: not a failure.
     MessageFormat("XLA_BYTES", _XLA_WORDS, P.XLA_BYTES, "xla_oom",
                   lambda m: {"requested_bytes": parse_size(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("SKIP_BATCH", ("ran out of memory",), P.SKIP_BATCH, "cuda_oom", recognise_only=True, same_failure=True),
+    MessageFormat("XLA_REQUEST", _XLA_WORDS, P.XLA_REQUEST, "xla_oom", lambda m: {
+        "requested_bytes": int(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("XLA_HBM", _XLA_WORDS, P.XLA_HBM, "xla_oom", lambda m: {
         "total_bytes": _xla_size(m["limit"]), "detail": {"used_bytes": _xla_size(m["used"]), "memory_space": m["space"]}},
         veto=P.TF_NOT_A_FAILURE),
