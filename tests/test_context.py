@@ -474,3 +474,11 @@ def test_a_loss_frame_alone_reads_as_training_but_never_over_other_evidence():
     assert event.phase == "train"
     (event,) = events("Saving model checkpoint to out/checkpoint-500\n" + LOSS_TRACEBACK)
     assert event.phase == "save"
+
+
+def test_an_evaluation_bar_with_the_message_glued_after_it_is_the_phase():
+    glued = "Validation DataLoader 0:  40%|████      | 4/10 [00:03<00:04]" + LOSS_TRACEBACK.splitlines()[-1] + "\n"
+    (event,) = events(glued)
+    assert event.phase == "eval"
+    (event,) = events(LOSS_TRACEBACK.splitlines()[-1] + " Validation DataLoader 0:  40%|\n")  # after it: not the phase
+    assert event.phase != "eval"

@@ -103,7 +103,6 @@ KNOWN_GAPS = {
     "p102-meshtfjax-tohf-tpu-core-oom.log": "phase: a checkpoint-conversion script building its network is not read as init",
     "p102-perceiverar-sample-cubin-tf-gpu.log": "phase: a notebook cell's sampling call is not read as generate",
     "p103-eesen-ctc-parallel-alloc-failure.log": "detect: Kaldi's 'ERROR (...) Memory allocation failure' is not read",
-    "p104-boltz-3000res-predict-skip-batch.log": "phase: Lightning's 'Predicting DataLoader 0' bar is not read as eval",
     "p102-colabfold-tpu-v2-hbm-program.log": "held-out, scored only: a structure-prediction loop is not read as eval",
     "p103-paddlespeech-ds2-pass0-check-failed.log": "held-out, scored only: old PaddlePaddle's 'Check failed: cudaSuccess "
                                                     "== cudaStat (0 vs. 2) Cuda Error: out of memory' is not read",

@@ -274,6 +274,8 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     if g < len(steps) and steps[g].idx == idx and steps[g].bar:
         idx += 1  # a bar glued before the message on its own line ("0/1000 [00:00<?, ?it/s]terminate called ...")
     k = bisect_left(b_idx, idx) - 1
+    if k + 1 < len(banners) and b_idx[k + 1] == idx and _banner_glued_before_message(lines[idx].text):
+        k += 1  # an evaluation bar with the message glued after it ("Predicting DataLoader 0: 0%| ...| WARNING: ...")
     nearest = banners[k] if k >= 0 else None
     banner = nearest if nearest and nearest.kind != "train" else None
     started = nearest.idx if nearest and nearest.kind == "train" else None
@@ -297,6 +299,16 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
         own = j >= 0 and steps[j].idx == started
         return Progress(step if own else None, None, None, _ev(source, lines[started]))
     return Progress(step, None, None, None)
+
+
+MESSAGE_WORDS = lazy(r"out of memory|OutOfMemoryError|Tried to allocate|RESOURCE_EXHAUSTED")
+
+
+def _banner_glued_before_message(text: str) -> bool:
+    """An evaluation or save banner ends on the failing line before the message begins on it."""
+    words = MESSAGE_WORDS.search(text)
+    banner = EVAL_BANNER.search(text) or SAVE_BANNER.search(text)
+    return words is not None and banner is not None and banner.end() <= words.start()
 
 
 def _labelled_bar(text: str) -> bool:
