@@ -147,10 +147,9 @@ def test_held_out_gaps_are_marked():
     import yaml
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench.accuracy import held_out
+    from bench.accuracy import held_out, project_of
 
     for name, reason in KNOWN_GAPS.items():
         (sidecar,) = [p.with_suffix(".yaml") for p in LOGS if p.name == name]
-        source = yaml.safe_load(sidecar.read_text()).get("source")
-        project = source.split("#")[0].lower() if source else None
+        project = project_of(yaml.safe_load(sidecar.read_text()).get("source"))
         assert held_out(project) == reason.startswith("held-out"), name
