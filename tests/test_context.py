@@ -482,3 +482,23 @@ def test_an_evaluation_bar_with_the_message_glued_after_it_is_the_phase():
     assert event.phase == "eval"
     (event,) = events(LOSS_TRACEBACK.splitlines()[-1] + " Validation DataLoader 0:  40%|\n")  # after it: not the phase
     assert event.phase != "eval"
+
+
+def test_another_frameworks_trainer_py_is_not_hf_trainer():
+    chainer = '  File "/opt/conda/lib/python2.7/site-packages/chainer/training/trainer.py", line 306, in run'
+    lightning = '  File "/usr/lib/python3/site-packages/pytorch_lightning/trainer/trainer.py", line 1030, in _run_stage'
+    assert "hf_trainer" not in stacks(chainer) and "hf_trainer" not in stacks(lightning)
+    hf = '  File "/workspace/src/trainer.py", line 1885, in _inner_training_loop'  # a vendored copy of HF's Trainer
+    assert "hf_trainer" in stacks(hf)
+
+
+def test_llama_cpp_context_building_is_init_and_chainers_training_loop_is_train():
+    ggml = ("llama_new_context_with_model: n_ctx      = 4096\n"
+            "llama_new_context_with_model: KV self size  = 1005.79 MiB\n"
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: "
+            "out of memory\n")
+    (event,) = events(ggml)
+    assert (event.kind, event.phase, event.requested_bytes) == ("cuda_error", "init", 4096 * 2**20)
+    (event,) = events("Exception in main training loop: out of memory to allocate 205520896 bytes "
+                      "(total 16068929536 bytes)\n")
+    assert (event.kind, event.phase, event.requested_bytes) == ("cuda_oom", "train", 205520896)

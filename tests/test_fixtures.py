@@ -108,6 +108,16 @@ KNOWN_GAPS = {
     "p103-paddlespeech-ds2-pass0-check-failed.log": "held-out, scored only: old PaddlePaddle's 'Check failed: cudaSuccess "
                                                     "== cudaStat (0 vs. 2) Cuda Error: out of memory' is not read",
     "p106-rlswarm-mps-two-ooms-stack.log": "held-out, scored only: a launcher shutting down the trainer is not read as train",
+    "p108-deepfacelab-h128-bs128-bfc.log": "phase: DeepFaceLab's trainer start banner is not read as training",
+    "p109-sdfstudio-neusangelo-tcnn-cumemcreate.log": "phase: train is named only by the ns-train command line",
+    "p112-caffe-testnet-init-syncedmem.log": "phase: glog's C++ stack naming Solver::InitTestNets is not read as init",
+    "p107-xlnetext-conll-adam-slot-busy-gpu.log": "held-out, scored only: an Adam slot's initializer node is not read as init",
+    "p108-faceswap-debug-thread-adam-oom.log": "held-out, scored only: a training thread's DEBUG record is not read as train",
+    "p109-gaussianflow-densify-clone-debugger.log": "held-out, scored only: densification frames are not read as train",
+    "p109-neuralangelo-preload-3208-exitcode9.log": "held-out, scored only: an image-preload bar is read as training steps",
+    "p109-omnigs-360roam-libtorch-c10-oom.log": "held-out, scored only: libtorch C++ frames at start-up are not read as init",
+    "p110-llamaedge-wasinn-compute-buffer.log": "held-out, scored only: WasmEdge-prefixed llama.cpp context lines are not init",
+    "p112-ndsb-theano-chunk1-devicemem.log": "held-out, scored only: Theano's device allocator message is not read",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

@@ -138,6 +138,15 @@ EXAMPLES = [
      "cuda_error", None, {}),  # a check macro: the place, then cudaGetErrorString and the call on the next line
     ('CUDA error at src/kernel.cu:42 code=2(cudaErrorMemoryAllocation) "cudaMalloc(&d_buf, bytes)"', "cuda_error",
      None, {}),  # the CUDA samples' helper_cuda.h checkCudaErrors
+    ("RuntimeError: CUDA failed with error out of memory", "cuda_error", None, {}),  # CTranslate2
+    ("F0228 17:38:20.483613  4104 syncedmem.cpp:64] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+     "cuda_error", None, {}),  # Caffe's glog check
+    ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 279356.51 MiB on device 0: cudaMalloc failed: out of memory",
+     "cuda_error", None, {"requested_bytes": b("279356.51", 2), "gpu_index": 0}),  # ggml (llama.cpp)
+    ("Exception in main training loop: out of memory to allocate 205520896 bytes (total 16068929536 bytes)", "cuda_oom",
+     None, {"requested_bytes": 205520896}),  # CuPy's memory pool (Chainer)
+    ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 205,520,896 bytes (allocated so far: 16,068,929,536 "
+     "bytes).", "cuda_oom", None, {"requested_bytes": 205520896}),  # CuPy >= 7
     ("ResourceExhaustedError: Fail to alloc memory of 564023296 size, error code is 12.", "host_oom", None,
      {"requested_bytes": 564023296}),  # PaddlePaddle's host allocator (ENOMEM)
     ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import oomdoctor.parse.reader as reader
 from oomdoctor.parse import parse_files
 
@@ -97,3 +99,19 @@ def test_the_progress_line_shows_only_for_slow_reads_and_is_cleared(capsys, monk
     err = capsys.readouterr().err
     assert "reading train.log: 300/1,024 MiB, 1 failure line" in err and "\x1b[31m" not in err
     assert err.endswith("\r\x1b[K")
+
+
+def test_a_log_ending_in_a_multibyte_character_is_valid_utf8():
+    # a small Caffe log whose last line is a Chinese-locale abort message: no character is cut, so no warning
+    import warnings
+
+    from oomdoctor.parse.reader import text_encoding
+
+    for tail in ("已放弃 (核心已转储)\n", "已放弃", "…", "é"):
+        head = ("F0228 17:38:20 syncedmem.cpp:64] Check failed: error == cudaSuccess (2 vs. 0)  out of memory\n"
+                + tail).encode()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert text_encoding(head, "caffe.log") == "utf-8"
+    with pytest.warns(UserWarning, match="not valid UTF-8"):
+        text_encoding(b"caf\xe9 au lait\n", "latin1.log")

@@ -417,7 +417,10 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
                    r"|\bInitializ(?:ing|e) (?:the )?(?:[\w-]{1,30} ){0,2}(?:model|decoder|encoder|backbone|network|LLM)\b"
                    # the data prepared before the first step: PyG's "Processing...", "Constructing datasets..."
                    r"|^Processing\.\.\.\s*$|^(?:Loading|Building|Constructing|Preparing|Processing|Creating) (?:the )?"
-                   r"(?:[\w-]{1,30} ){0,2}(?:datasets?|data ?loaders?|graphs)\b")
+                   r"(?:[\w-]{1,30} ){0,2}(?:datasets?|data ?loaders?|graphs)\b"
+                   # llama.cpp and its forks building the model and its context (KV cache, compute buffers)
+                   r"|^(?:llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors|llama_kv_cache_init)"
+                   r":")
 
 
 # pytest's long traceback separates its frames with "_ _ _ _ ..." lines and has no "Traceback" header.
@@ -524,6 +527,11 @@ def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | 
         if name in BACKWARD_FUNCS:
             return Witness("backward", ln)
     return None
+
+
+# The message's own prefix names the training loop (Chainer's Trainer reports any exception of its run so; its
+# evaluation extensions run inside it too, so this is a fallback, not a strong witness).
+MESSAGE_TRAINING_LOOP = lazy(r"^\s{0,8}Exception in main training loop:")
 
 
 def phase_from_message(text: str) -> bool:
@@ -684,7 +692,10 @@ OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
 STACKS: dict[str, regex.Pattern[str]] = {
-    "hf_trainer": lazy(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}|trainer\.py"),
+    # a bare trainer.py frame only with a function HF's Trainer alone has (Lightning, Chainer and others have trainer.py)
+    "hf_trainer": lazy(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}"
+                       r"|trainer\.py\"?, line \d{1,6}, in (?:_inner_training_loop|training_step|compute_loss|evaluation_loop"
+                       r"|prediction_step|_maybe_log_save_evaluate|_save_checkpoint)\b"),
     "accelerate": lazy(r"\baccelerate[/.]|Distributed environment:|accelerate launch"),
     "deepspeed": lazy(r"\bdeepspeed\b|DeepSpeed|ds_config|zero_optimization", regex.I),
     "fsdp": lazy(r"\bFSDP\b|FullyShardedDataParallel|fully_shard|fsdp_config|FSDPOption"),

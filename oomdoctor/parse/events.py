@@ -516,6 +516,8 @@ class _EventReader:
             return "init", ctx._ev(self.source, loading)
         if (loss := ctx.loss_frame(frames)) is not None:  # nothing else: a loss being computed is most often training
             return "train", ctx._ev(self.source, loss)
+        if ctx.MESSAGE_TRAINING_LOOP.search(first.text):  # Chainer: "Exception in main training loop: out of memory ..."
+            return "train", message_ev
         return "unknown", None
 
 

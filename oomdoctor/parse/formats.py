@@ -96,6 +96,8 @@ CUDA_ERROR_STRICT = lazy(
     r"|GPUassert: out of memory"  # the gpuAssert macro many CUDA extensions copy: "GPUassert: %s %s %d" (error, file, line)
     # a C++ check macro that names the place, then prints cudaGetErrorString and the failing call on the next line:
     # "CUDA Runtime Error at: src/data_struct_cuda.cu:83" / "out of memory cudaMalloc(&d_x, n * sizeof(float))"
+    r"|CUDA failed with error out of memory"  # CTranslate2 (faster-whisper, OpenNMT-py's converters)
+    r"|Check failed: \w{1,40} == cudaSuccess \(\d{1,3} vs\. 0\)\s{1,4}out of memory"  # Caffe's glog CHECK_EQ
     r"|CUDA (?:Runtime )?Error at:? \S{1,300}:\d{1,9}[ \t]{0,4}(?:\r?\n)?[ \t]{0,8}out of memory\b"
 )
 # A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
@@ -174,6 +176,20 @@ BAD_ALLOC = lazy(r"instance of 'std::bad_alloc'|what\(\):\s{1,4}std::bad_alloc|M
                  r"|(?:\A|\n)\s{0,8}std::bad_alloc\s*(?:\n|\Z)")  # a tool's own handler printing e.what() alone
 # The CUDA driver API's own error name, from C++ libraries that call it directly (tiny-cuda-nn's cuMemCreate, cuMemAlloc
 # in custom kernels): "cuMemCreate(...) failed with error CUDA_ERROR_OUT_OF_MEMORY".
+# ggml (llama.cpp and its forks) failing a device buffer, with the exact bytes on the allocator's next line:
+# "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 279356.51 MiB on device 0: cudaMalloc failed: out of memory"
+# "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 292926534144"
+GGML_CUDA = lazy(
+    r"allocating (?P<requested>\d{1,12}(?:\.\d{1,4})? MiB) on device (?P<gpu>\d{1,4}): cudaMalloc failed: out of memory"
+    r"(?:\s{0,4}\n?[^\n]{0,80}failed to allocate CUDA\d{1,4} buffer of size (?P<bytes>\d{1,20}))?"
+)
+# CuPy's memory pool: "out of memory to allocate 205520896 bytes (total 16068929536 bytes)" (CuPy < 7); newer:
+# "Out of memory allocating 205,520,896 bytes (allocated so far: 16,068,929,536 bytes)." The total is what the pool
+# holds plus the request, not the card.
+CUPY_POOL = lazy(
+    r"[Oo]ut of memory to allocate (?P<requested>\d{1,20}) bytes \(total \d{1,20} bytes\)"
+    r"|Out of memory allocating (?P<requested2>\d{1,3}(?:,\d{3}){0,6}) bytes \(allocated so far: [\d,]{1,30} bytes\)"
+)
 CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
 # Ray's memory monitor killing work when the node's RAM runs out: "RayOutOfMemoryError: More than 95% of the memory on
 # node n01 is used (59.62 / 62.75 GB)" (Ray 1.x), "ray.exceptions.OutOfMemoryError: Task was killed due to the node

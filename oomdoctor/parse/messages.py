@@ -251,6 +251,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   same_failure=True),
     MessageFormat("CUDA_ERROR", (*_OOM_WORDS, "cudaErrorMemoryAllocation"), P.CUDA_ERROR_STRICT, "cuda_error",
                   recognise_only=True),
+    MessageFormat("GGML_CUDA", ("cudaMalloc failed: out of memory",), P.GGML_CUDA, "cuda_error", lambda m: {
+        "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])}),
+    MessageFormat("CUPY_POOL", ("ut of memory to allocate", "Out of memory allocating"), P.CUPY_POOL, "cuda_oom",
+                  lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
     MessageFormat("CUDA_DRIVER_OOM", ("CUDA_ERROR_OUT_OF_MEMORY",), P.CUDA_DRIVER_OOM, "cuda_error", recognise_only=True),
     MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),

@@ -199,7 +199,8 @@ def text_encoding(head: bytes, name: str) -> str:
         raise InputError("binary data, not a text log", where=name,
                          tip="pass the training log (stdout/stderr of the run), not a checkpoint or archive")
     try:
-        body[: len(body) - 4].decode("utf-8")  # a multi-byte character may straddle the sample's end
+        # a multi-byte character may straddle the sample's end: an incremental decoder waits for the rest of it
+        codecs.getincrementaldecoder("utf-8")().decode(body, final=False)
     except UnicodeDecodeError as exc:
         line = body.count(b"\n", 0, exc.start) + 1
         warnings.warn(DecodeWarning(f"{name}:{line}: not valid UTF-8 (byte 0x{body[exc.start]:02x}); "
