@@ -118,6 +118,15 @@ KNOWN_GAPS = {
     "p109-omnigs-360roam-libtorch-c10-oom.log": "held-out, scored only: libtorch C++ frames at start-up are not read as init",
     "p110-llamaedge-wasinn-compute-buffer.log": "held-out, scored only: WasmEdge-prefixed llama.cpp context lines are not init",
     "p112-ndsb-theano-chunk1-devicemem.log": "held-out, scored only: Theano's device allocator message is not read",
+    "p113-biggantf-colab-k80-bs2048-bfc.log": "phase: train is named only by the failing node's gradients/ scope",
+    "p114-mxmaskrcnn-batch2260-wrapped-fail.log": "detect: MXNet's message wrapped mid-word ('cudaMalloc fail' / 'ed: out of "
+                                                  "memory') under a 'terminate called' header is not joined",
+    "p114-trtdemo-sd-vae-context-20g.log": "phase: a TensorRT engine's allocate_buffers at start-up is not read as init",
+    "p117-catboost-gpu-bigpool-stackpool.log": "phase: CatBoost's fit with no iteration line yet is not read as train",
+    "p114-dle-ncf-tf-negatives-sigkill.log": "held-out, scored only: Open MPI's 'exited on signal 9 (Killed)' is not read",
+    "p114-mxnet-hrnet-retry-failed.log": "held-out, scored only: the event is put on the message line, not the exception's "
+                                         "first line",
+    "p117-xgboost-dask-deep-hist-cache.log": "held-out, scored only: XGBoost's figures and worker rank are not read",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

@@ -147,6 +147,18 @@ EXAMPLES = [
      None, {"requested_bytes": 205520896}),  # CuPy's memory pool (Chainer)
     ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 205,520,896 bytes (allocated so far: 16,068,929,536 "
      "bytes).", "cuda_oom", None, {"requested_bytes": 205520896}),  # CuPy >= 7
+    ("  what():  [10:44:35] src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory", "cuda_error",
+     None, {}),  # MXNet's pooled storage manager
+    ("[E] 1: [defaultAllocator.cpp::allocate::21] Error Code 1: Cuda Runtime (out of memory)\n[W] Requested amount of "
+     "GPU memory (20401098752 bytes) could not be allocated.", "cuda_error", None,
+     {"requested_bytes": 20401098752}),  # TensorRT
+    ("F0729 21:37:01.823541 108811 legacy_allocator.cc:201] Cannot allocate 112.500000MB in GPU 0, available "
+     "632.937500MBtotal 7981694976GpuMinChunkSize 256.000000BGpuMaxChunkSize 6.496908GBGPU memory used: 6.412701GB",
+     "cuda_oom", None, {"requested_bytes": b("112.5", 2), "free_bytes": b("632.9375", 2), "total_bytes": 7981694976,
+                        "allocated_bytes": b("6.412701", 3), "gpu_index": 0}),  # PaddlePaddle 1.x legacy allocator
+    ("catboost/cuda/cuda_lib/memory_pool/stack_like_memory_pool.h:294: Error: Out of memory. Requested 1070.546387; "
+     "Free 1010.952393", "cuda_oom", None, {"requested_bytes": b("1070.546387", 2),
+                                            "free_bytes": b("1010.952393", 2)}),  # CatBoost's GPU pool
     ("ResourceExhaustedError: Fail to alloc memory of 564023296 size, error code is 12.", "host_oom", None,
      {"requested_bytes": 564023296}),  # PaddlePaddle's host allocator (ENOMEM)
     ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),

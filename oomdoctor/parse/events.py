@@ -49,7 +49,8 @@ _TRIGGERS = (
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
-    "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation",
+    "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
+    "Cannot allocate",
 )
 # A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
 # within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).

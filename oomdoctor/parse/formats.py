@@ -190,6 +190,25 @@ CUPY_POOL = lazy(
     r"[Oo]ut of memory to allocate (?P<requested>\d{1,20}) bytes \(total \d{1,20} bytes\)"
     r"|Out of memory allocating (?P<requested2>\d{1,3}(?:,\d{3}){0,6}) bytes \(allocated so far: [\d,]{1,30} bytes\)"
 )
+# MXNet's pooled storage manager: "src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory"
+# (MXNet 1.7+: "cudaMalloc retry failed: out of memory").
+MXNET_CUDA = lazy(r"cudaMalloc (?:retry )?failed: out of memory")
+# TensorRT's allocator, with the exact request on its next warning line: "[E] 1: [defaultAllocator.cpp::allocate::21]
+# Error Code 1: Cuda Runtime (out of memory)" / "[W] Requested amount of GPU memory (20401098752 bytes) could not be
+# allocated." (the warning alone, on an engine's optional workspace, is harmless).
+TENSORRT_OOM = lazy(
+    r"Error Code \d{1,3}: Cuda Runtime \(out of memory\)"
+    r"(?:\s{0,4}\n?[^\n]{0,40}Requested amount of GPU memory \((?P<bytes>\d{1,20}) bytes\))?"
+)
+# PaddlePaddle's legacy allocator (1.x): "Cannot allocate 112.500000MB in GPU 0, available 632.937500MBtotal
+# 7981694976GpuMinChunkSize 256.000000BGpuMaxChunkSize 6.496908GBGPU memory used: 6.412701GB" (MB/GB are 2^20/2^30).
+PADDLE_LEGACY = lazy(
+    r"Cannot allocate (?P<requested>\d{1,12}(?:\.\d{1,8})?)MB in GPU (?P<gpu>\d{1,4}), available "
+    r"(?P<free>\d{1,12}(?:\.\d{1,8})?)MB\s?total (?P<total>\d{1,20})"
+    r"(?:[^\n]{0,200}?GPU memory used: (?P<used>\d{1,6}(?:\.\d{1,8})?)GB)?"
+)
+# CatBoost's GPU memory pool (figures in MiB): "Error: Out of memory. Requested 1070.546387; Free 1010.952393"
+CATBOOST_OOM = lazy(r"Out of memory\. Requested (?P<requested>\d{1,12}(?:\.\d{1,8})?); Free (?P<free>\d{1,12}(?:\.\d{1,8})?)")
 CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
 # Ray's memory monitor killing work when the node's RAM runs out: "RayOutOfMemoryError: More than 95% of the memory on
 # node n01 is used (59.62 / 62.75 GB)" (Ray 1.x), "ray.exceptions.OutOfMemoryError: Task was killed due to the node

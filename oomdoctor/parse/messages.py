@@ -255,6 +255,17 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])}),
     MessageFormat("CUPY_POOL", ("ut of memory to allocate", "Out of memory allocating"), P.CUPY_POOL, "cuda_oom",
                   lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
+    MessageFormat("MXNET_CUDA", ("cudaMalloc failed", "cudaMalloc retry failed"), P.MXNET_CUDA, "cuda_error",
+                  recognise_only=True),
+    MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)",), P.TENSORRT_OOM, "cuda_error",
+                  lambda m: {"requested_bytes": int(m["bytes"]) if m["bytes"] else None}),
+    MessageFormat("PADDLE_LEGACY", ("Cannot allocate",), P.PADDLE_LEGACY, "cuda_oom", lambda m: {
+        "requested_bytes": to_bytes(m["requested"], "MiB"), "free_bytes": to_bytes(m["free"], "MiB"),
+        "total_bytes": int(m["total"]), "gpu_index": int(m["gpu"]),
+        "allocated_bytes": to_bytes(m["used"], "GiB") if m["used"] else None}),
+    MessageFormat("CATBOOST_OOM", ("Out of memory. Requested",), P.CATBOOST_OOM, "cuda_oom", lambda m: {
+        "requested_bytes": to_bytes(m["requested"], "MiB"), "free_bytes": to_bytes(m["free"], "MiB")},
+        same_failure=True),
     MessageFormat("CUDA_DRIVER_OOM", ("CUDA_ERROR_OUT_OF_MEMORY",), P.CUDA_DRIVER_OOM, "cuda_error", recognise_only=True),
     MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
