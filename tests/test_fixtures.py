@@ -127,6 +127,11 @@ KNOWN_GAPS = {
     "p114-mxnet-hrnet-retry-failed.log": "held-out, scored only: the event is put on the message line, not the exception's "
                                          "first line",
     "p117-xgboost-dask-deep-hist-cache.log": "held-out, scored only: XGBoost's figures and worker rank are not read",
+    "p122-dpr-flat-index-bad-alloc.log": "phase: building a faiss index before any search is not read as init",
+    "p122-sentaugment-100m-ivf-to-gpu.log": "phase: moving a faiss index to the GPU at start-up is not read as init",
+    "p119-nougat-predict-stack-scores.log": "held-out, scored only: step-by-step decoding in an inference script is read "
+                                            "as eval, the sidecar says generate",
+    "p120-slowfast-test-6gb.log": "held-out, scored only: a test-only run (TRAIN.ENABLE False) is not read as eval",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

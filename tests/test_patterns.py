@@ -147,6 +147,9 @@ EXAMPLES = [
      None, {"requested_bytes": 205520896}),  # CuPy's memory pool (Chainer)
     ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 205,520,896 bytes (allocated so far: 16,068,929,536 "
      "bytes).", "cuda_oom", None, {"requested_bytes": 205520896}),  # CuPy >= 7
+    ("Error: 'err == cudaSuccess' failed: StandardGpuResources: alloc fail type IVFLists dev 0 space Device stream "
+     "0x5633af889030 size 606208 bytes (cudaMalloc error out of memory [2])", "cuda_error", None,
+     {"requested_bytes": 606208, "gpu_index": 0}),  # faiss GPU resources
     ("  what():  [10:44:35] src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory", "cuda_error",
      None, {}),  # MXNet's pooled storage manager
     ("[E] 1: [defaultAllocator.cpp::allocate::21] Error Code 1: Cuda Runtime (out of memory)\n[W] Requested amount of "

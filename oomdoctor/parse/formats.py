@@ -209,6 +209,12 @@ PADDLE_LEGACY = lazy(
 )
 # CatBoost's GPU memory pool (figures in MiB): "Error: Out of memory. Requested 1070.546387; Free 1010.952393"
 CATBOOST_OOM = lazy(r"Out of memory\. Requested (?P<requested>\d{1,12}(?:\.\d{1,8})?); Free (?P<free>\d{1,12}(?:\.\d{1,8})?)")
+# faiss's GPU resources: "StandardGpuResources: alloc fail type TemporaryMemoryOverflow dev 0 space Device stream
+# 0xbcdba10 size 32279537664 bytes (cudaMalloc error out of memory [2])"
+FAISS_GPU = lazy(
+    r"alloc fail type \w{1,40} dev (?P<gpu>\d{1,4}) space \w{1,20} stream (?:0x)?[0-9a-fA-F]{1,20} size "
+    r"(?P<requested>\d{1,20}) bytes \(cudaMalloc error out of memory"
+)
 CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
 # Ray's memory monitor killing work when the node's RAM runs out: "RayOutOfMemoryError: More than 95% of the memory on
 # node n01 is used (59.62 / 62.75 GB)" (Ray 1.x), "ray.exceptions.OutOfMemoryError: Task was killed due to the node

@@ -255,6 +255,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])}),
     MessageFormat("CUPY_POOL", ("ut of memory to allocate", "Out of memory allocating"), P.CUPY_POOL, "cuda_oom",
                   lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
+    MessageFormat("FAISS_GPU", ("cudaMalloc error out of memory",), P.FAISS_GPU, "cuda_error", lambda m: {
+        "requested_bytes": int(m["requested"]), "gpu_index": int(m["gpu"])}),
     MessageFormat("MXNET_CUDA", ("cudaMalloc failed", "cudaMalloc retry failed"), P.MXNET_CUDA, "cuda_error",
                   recognise_only=True),
     MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)",), P.TENSORRT_OOM, "cuda_error",
