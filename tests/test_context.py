@@ -502,3 +502,10 @@ def test_llama_cpp_context_building_is_init_and_chainers_training_loop_is_train(
     (event,) = events("Exception in main training loop: out of memory to allocate 205520896 bytes "
                       "(total 16068929536 bytes)\n")
     assert (event.kind, event.phase, event.requested_bytes) == ("cuda_oom", "train", 205520896)
+
+
+def test_a_message_prefix_naming_evaluation_is_the_phase_and_an_encode_bar_is_no_step():
+    log = ("Batches: 100%|██████████| 3125/3125 [03:27<00:00, 15.07it/s]\n"
+           "Error while evaluating MSMARCO: CUDA out of memory. Tried to allocate 93.68 GiB.\n")
+    (event,) = events(log)
+    assert (event.phase, event.step) == ("eval", None)

@@ -132,6 +132,17 @@ KNOWN_GAPS = {
     "p119-nougat-predict-stack-scores.log": "held-out, scored only: step-by-step decoding in an inference script is read "
                                             "as eval, the sidecar says generate",
     "p120-slowfast-test-6gb.log": "held-out, scored only: a test-only run (TRAIN.ENABLE False) is not read as eval",
+    "p125-omegafold-model2-379res-skip.log": "phase: a structure predictor's 'Failed to generate ... due to' prefix is not "
+                                             "read as eval (inference)",
+    "p126-weathernext-graphcast-train-remat.log": "line: XLA's allocator line and the 'replica 0 failed' line after it are "
+                                                  "one failure; the event is put on the later one with its figure",
+    "p127-audioldm-60s-generation.log": "phase: the sidecar says generate from the thread; the log is the message alone",
+    "p127-bark-vscode-small-models.log": "phase: a <module> frame whose code line calls generate_audio is not read as "
+                                         "generate",
+    "p125-diffdock-failed-on-complex-10gb.log": "held-out, scored only: a docking run's 'Failed on [...]' prefix is not "
+                                                "read as eval (inference)",
+    "p126-climate2weather-score-batchgpu.log": "held-out, scored only: a lone 'Process N has' clause is read as another "
+                                               "process, not this one",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

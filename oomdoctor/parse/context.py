@@ -407,6 +407,7 @@ NON_TRAIN_BAR = lazy(
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
     r"|Quantiz|Calibrat"  # post-training quantization walks the layers: not a training step
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test"
+    r"|Batches(?=:)"  # sentence-transformers' encode(): embedding a corpus, not training
     r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)[^|%]{0,80}\d{1,3}%[|\s]"  # building data: "Training datasets: 100%|"
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
@@ -532,6 +533,18 @@ def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | 
 # The message's own prefix names the training loop (Chainer's Trainer reports any exception of its run so; its
 # evaluation extensions run inside it too, so this is a fallback, not a strong witness).
 MESSAGE_TRAINING_LOOP = lazy(r"^\s{0,8}Exception in main training loop:")
+
+
+# The text before the OOM phrase on its line says it came while evaluating: "Error while evaluating MSMARCO: CUDA out
+# of memory", "Error during validation: ...".
+MESSAGE_EVAL = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed) (?:while |when |during |in )?(?:the )?"
+                    r"(?:[Ee]valuat|[Vv]alidat)\w{0,6}\b")
+
+
+def eval_from_message(text: str) -> bool:
+    """True when the text before the OOM phrase on its own line says the failure came while evaluating."""
+    head = text.split("out of memory", 1)[0]
+    return bool(MESSAGE_EVAL.search(head[-2000:]))
 
 
 def phase_from_message(text: str) -> bool:

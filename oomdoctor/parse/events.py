@@ -497,6 +497,8 @@ class _EventReader:
         jit_phase = ctx.phase_from_jit(hit.text) if "jit(" in hit.text or "pmap(" in hit.text else None
         if ctx.phase_from_message(first.text):
             return "save", message_ev
+        if ctx.eval_from_message(first.text):
+            return "eval", message_ev
         if jit_phase and not pf:
             return jit_phase, message_ev
         if pf and (pf.value != "train" or not banner_phase):
