@@ -509,3 +509,17 @@ def test_a_message_prefix_naming_evaluation_is_the_phase_and_an_encode_bar_is_no
            "Error while evaluating MSMARCO: CUDA out of memory. Tried to allocate 93.68 GiB.\n")
     (event,) = events(log)
     assert (event.phase, event.step) == ("eval", None)
+
+
+def test_an_ide_exception_view_lists_its_frames_after_the_message_innermost_first():
+    view = ("Exception has occurred: OutOfMemoryError\n"
+            "CUDA out of memory. Tried to allocate 16.00 MiB (GPU 0; 4.00 GiB total capacity; 3.46 GiB already "
+            "allocated; 0 bytes free; 3.47 GiB reserved in total by PyTorch)\n"
+            '  File "/usr/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1507, in _configure_zero_optimizer\n'
+            "    optimizer = DeepSpeedZeroOptimizer(\n"
+            '  File "/workspace/train.py", line 8, in <module>\n'
+            "    engine = make_engine(model)\n")
+    (event,) = events(view)
+    assert event.phase == "init"
+    (event,) = events(view.replace("Exception has occurred: OutOfMemoryError\n", "some other line\n"))
+    assert event.phase == "unknown"  # without the banner, lines after a message are not its frames

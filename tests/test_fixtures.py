@@ -87,8 +87,6 @@ KNOWN_GAPS = {
     "p100-cutagi-resnet-batchsize-realloc-leak.log": "step: an epoch-level bar's count ('Epoch 4/10 ... 4/10') is read as "
                                                      "the step",
     "p100-marian-save-adam-bad-alloc.log": "step/phase: Marian's 'Up. 50000' progress and 'Saving model' banners are not read",
-    "p97-cogvideo-zero-init-debugger.log": "phase: DeepSpeed ZeRO optimizer set-up frames, printed innermost first by an "
-                                           "IDE, are not read as init",
     "p98-toolrl-ray-rollout-softmax-3090.log": "phase: a Ray worker line naming actor_rollout_generate_sequences after "
                                               "the message is not read as generate",
     "p100-ssdtf-laptop-create-model-bad-alloc.log": "held-out, scored only: a 'Creating the model...' line is not read as init",
@@ -137,8 +135,6 @@ KNOWN_GAPS = {
     "p126-weathernext-graphcast-train-remat.log": "line: XLA's allocator line and the 'replica 0 failed' line after it are "
                                                   "one failure; the event is put on the later one with its figure",
     "p127-audioldm-60s-generation.log": "phase: the sidecar says generate from the thread; the log is the message alone",
-    "p127-bark-vscode-small-models.log": "phase: a <module> frame whose code line calls generate_audio is not read as "
-                                         "generate",
     "p125-diffdock-failed-on-complex-10gb.log": "held-out, scored only: a docking run's 'Failed on [...]' prefix is not "
                                                 "read as eval (inference)",
     "p126-climate2weather-score-batchgpu.log": "held-out, scored only: a lone 'Process N has' clause is read as another "

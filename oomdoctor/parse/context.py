@@ -457,6 +457,30 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
     return []
 
 
+# An IDE's exception view pasted as text (VS Code / debugpy, English or Chinese locale): the banner, the message,
+# then the frames innermost first with no "Traceback" header.
+IDE_EXCEPTION_BANNER = lazy(r"^\s{0,4}(?:Exception has occurred|发生异常): \w")
+
+
+def frames_after_ide_banner(lines: Sequence[Line], idx: int, end: int, rank: int | None,
+                            limit: int = 200) -> list[tuple[str, Line]]:
+    """The frames an IDE's exception view lists after the message on lines[idx..end], when the line before the
+    message is its banner; innermost last, like frames_before, each frame followed by the calls in its code line."""
+    if idx == 0 or not IDE_EXCEPTION_BANNER.match(lines[idx - 1].text):
+        return []
+    stack: list[list[tuple[str, Line]]] = []
+    for i in range(end + 1, min(len(lines), end + 1 + limit)):
+        ln = lines[i]
+        if not _same_rank(ln, rank):
+            continue
+        m = FRAME.match(ln.text)
+        if m:
+            stack.append([(frame_func(m), ln), *_calls_under(lines, i, rank)])
+        elif not ln.text.startswith((" ", "\t")) or not stack:
+            break  # the frames end at the first line that is neither a frame nor its indented code
+    return [entry for frame in reversed(stack) for entry in frame]
+
+
 def _phase_of_name(name: str) -> list[str]:
     phases = [p for p in PHASE_ORDER if name in PHASE_FRAMES[p]]
     low = name.lower()

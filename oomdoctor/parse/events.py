@@ -439,6 +439,8 @@ class _EventReader:
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
             frames = ctx.frames_after(lines, hit.end, rank, start=hit.idx)
+        if not frames:  # an IDE's exception view: banner, message, then the frames innermost first
+            frames = ctx.frames_after_ide_banner(lines, hit.idx, hit.end, rank)
         op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
         if op:
             evidence["operation"] = ctx._ev(source, op.line)
