@@ -523,3 +523,13 @@ def test_an_ide_exception_view_lists_its_frames_after_the_message_innermost_firs
     assert event.phase == "init"
     (event,) = events(view.replace("Exception has occurred: OutOfMemoryError\n", "some other line\n"))
     assert event.phase == "unknown"  # without the banner, lines after a message are not its frames
+
+
+def test_a_tensorflow_backward_op_is_training():
+    log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+           "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+           "\t [[{{node gradients/discriminator/conv_0/Conv2D_grad/Conv2DBackpropFilter}} = Conv2DBackpropFilter[T=DT_FLOAT]()]]\n")
+    (event,) = events(log)
+    assert event.phase == "train"
+    (event,) = events(log.replace("gradients/discriminator", "discriminator"))
+    assert event.phase == "unknown"  # a forward op alone says nothing of the phase

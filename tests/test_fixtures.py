@@ -116,7 +116,6 @@ KNOWN_GAPS = {
     "p109-omnigs-360roam-libtorch-c10-oom.log": "held-out, scored only: libtorch C++ frames at start-up are not read as init",
     "p110-llamaedge-wasinn-compute-buffer.log": "held-out, scored only: WasmEdge-prefixed llama.cpp context lines are not init",
     "p112-ndsb-theano-chunk1-devicemem.log": "held-out, scored only: Theano's device allocator message is not read",
-    "p113-biggantf-colab-k80-bs2048-bfc.log": "phase: train is named only by the failing node's gradients/ scope",
     "p114-mxmaskrcnn-batch2260-wrapped-fail.log": "detect: MXNet's message wrapped mid-word ('cudaMalloc fail' / 'ed: out of "
                                                   "memory') under a 'terminate called' header is not joined",
     "p114-trtdemo-sd-vae-context-20g.log": "phase: a TensorRT engine's allocate_buffers at start-up is not read as init",

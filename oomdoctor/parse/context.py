@@ -554,6 +554,19 @@ def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | 
     return None
 
 
+# TensorFlow names the failing op: one under gradients/ (TF1 graphs) or gradient_tape/ (TF2) is the backward pass.
+TF_BACKWARD_OP = lazy(r"(?:\{\{node |requested by op |\[\[Node: )(?:[\w.-]{1,80}/){0,3}(?:gradients|gradient_tape)/")
+TF_OP_LINES_AFTER = 4  # the node line follows the message within a few lines (a hint line may come between)
+
+
+def tf_backward_op(lines: Sequence[Line], idx: int, end: int) -> Line | None:
+    """The line naming a backward-pass op for the failure on lines[idx..end], if TensorFlow printed one."""
+    for ln in lines[idx : end + 1 + TF_OP_LINES_AFTER]:
+        if TF_BACKWARD_OP.search(ln.text):
+            return ln
+    return None
+
+
 # The message's own prefix names the training loop (Chainer's Trainer reports any exception of its run so; its
 # evaluation extensions run inside it too, so this is a fallback, not a strong witness).
 MESSAGE_TRAINING_LOOP = lazy(r"^\s{0,8}Exception in main training loop:")
