@@ -94,3 +94,11 @@ def test_diagnose_of_a_snapshot_ends_with_the_what_if_command(tmp_path):
     r = run("diagnose", str(snap))
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().rstrip().endswith(f"oomdoctor verify --snapshot {snap} --gpu 0")
+
+
+def test_the_text_report_fits_80_columns():
+    from oomdoctor.verify.whatif import render_text
+
+    text = render_text(what_if(fragmenting(device_free=400 * M)), "snap.pickle")  # the longest note: the inferred cap
+    assert "a cap below the device" in " ".join(text.split())
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -10,6 +10,7 @@ Pure Python: no torch.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from oomdoctor.verify.allocator import AllocConf, AllocConfError, ReplayResult, 
 
 SEGMENT_GROW = ("segment_alloc", "segment_map")
 SEGMENT_SHRINK = ("segment_free", "segment_unmap")
+WIDTH = 80  # the text report's columns
 DRIVER_SLACK = 2 * MIB  # free memory the driver may fail to hand out (page granularity) before a cap is inferred
 
 
@@ -203,9 +205,9 @@ def to_dict(report: WhatIf, source: str) -> dict[str, Any]:
 
 def render_text(report: WhatIf, source: str) -> str:
     """A short table: each setting, whether the recorded request fit, the peak it reserved."""
-    lines = [f"what-if: {source}",
-             f"device {report.device}: {format_bytes(report.requested_bytes)} requested, "
-             f"{format_bytes(report.capacity_bytes)} for PyTorch, {report.entries} trace entries replayed",
+    head = (f"device {report.device}: {format_bytes(report.requested_bytes)} requested, "
+            f"{format_bytes(report.capacity_bytes)} for PyTorch, {report.entries} trace entries replayed")
+    lines = [f"what-if: {source}", textwrap.fill(head, WIDTH, subsequent_indent="  "),
              f" {'setting':21} {'result':18} {'peak reserved':>13}"]
     for i, t in enumerate(report.trials):
         if i == 0:
@@ -215,14 +217,15 @@ def render_text(report: WhatIf, source: str) -> str:
         lines.append(f" {t.setting:21} {state:18} {format_bytes(t.result.peak_reserved_bytes):>13}")
         if t.alloc_conf and i > 0:
             lines.append(f"   PYTORCH_CUDA_ALLOC_CONF={t.alloc_conf}")
-    lines += [f"note: {n}" for n in report.notes]
+    lines += [textwrap.fill(f"note: {n}", WIDTH, subsequent_indent="      ") for n in report.notes]
     fitting = [t.setting for t in report.trials[1:] if report.reproduced and not t.result.oom]
     if report.reproduced and len(report.trials) == 1:
         lines.append("the run already had expandable segments: no allocator setting is left to try; cut the peak")
     elif report.reproduced:
         lines.append(f"would have fit: {', '.join(fitting)}" if fitting else
                      "no allocator setting fits: the request does not fit the memory left; cut the peak instead")
-    return "\n".join(lines) + "\n"
+    return "\n".join(textwrap.fill(ln, WIDTH, subsequent_indent="  ") if len(ln) > WIDTH and "\n" not in ln else ln
+                     for ln in lines) + "\n"
 
 
 def exit_code(report: WhatIf) -> int:
