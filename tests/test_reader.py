@@ -115,3 +115,32 @@ def test_a_log_ending_in_a_multibyte_character_is_valid_utf8():
             assert text_encoding(head, "caffe.log") == "utf-8"
     with pytest.warns(UserWarning, match="not valid UTF-8"):
         text_encoding(b"caf\xe9 au lait\n", "latin1.log")
+
+
+def test_every_line_the_event_scan_tries_is_kept_by_the_reader():
+    # a line holding a trigger holds an anchor too, or the reader drops it in any log past the first chunk
+    from oomdoctor.parse.formats import TRIGGERS
+
+    anchors = reader.ANCHORS + reader.EXTRA_ANCHORS
+    assert all(any(a in t.encode() for a in anchors) for t in TRIGGERS)
+    assert set(reader.EXTRA_ANCHORS) <= set(reader._FAILURE_MARKS)  # and they get a failure's wide window
+
+
+@pytest.mark.parametrize("line", [
+    "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc",
+    "Execution of replica 0 failed: RESOURCE_EXHAUSTED: Failed to allocate request for 256.00MiB (268435456B) on "
+    "device ordinal 0",
+    "ERROR: process exited with exit code 137",
+    "failed to allocate 14.52G (15589441536 bytes) from device: hipError_t(1002)",
+])
+def test_a_failure_without_the_word_memory_deep_in_a_long_log_is_found(tmp_path, monkeypatch, line):
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 64 * 1024)
+    p = tmp_path / "long.log"
+    with open(p, "w") as f:  # past the head the reader always keeps, and followed by more than its kept tail
+        for i in range(50_000):
+            f.write(f"step {i} loss 1.0\n")
+        f.write(line + "\n")
+        for i in range(50_000, 60_000):
+            f.write(f"step {i} loss 1.0\n")
+    (event,) = parse_files([str(p)]).events
+    assert event.line == 50_001

@@ -44,14 +44,6 @@ PRINTED_ROUNDING = 0.01  # "1.50 GiB": a figure printed to two decimals is withi
 DUPLICATE_WINDOW_LINES = 500
 # torchelastic's "failed (exitcode: -9)" line and its ChildFailedError block: one kill, not several
 HOST_KILL_BLOCK_LINES = 60
-_TRIGGERS = (
-    "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
-    "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
-    "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
-    "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
-    "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
-    "Cannot allocate",
-)
 # A notebook's "OutOfMemoryError  Traceback" header stands for the failure only when its message was not kept
 # within this many lines after it (a notebook traceback of a deep stack, with code context, runs to a few hundred).
 HEADER_REACH_LINES = 600
@@ -270,7 +262,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     i = 0
     while i < len(lines):
         t = lines[i].text
-        if (not any(tr in t for tr in _TRIGGERS) and "Tried to allocate" not in t) or ctx.FRAME.match(t):
+        if not any(tr in t for tr in P.TRIGGERS) or ctx.FRAME.match(t):
             i += 1
             continue
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it

@@ -8,6 +8,17 @@ from __future__ import annotations
 
 from oomdoctor.parse.lazyregex import lazy
 
+# Literals one of which every line a message can start on holds: the event scan tries only such lines, and the
+# reader keeps (and gives a wide window to) every line holding one, so the two always agree.
+TRIGGERS = (
+    "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
+    "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
+    "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
+    "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
+    "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
+    "Cannot allocate", "Tried to allocate",
+)
+
 SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
 _DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU)"
 # The hint after a message; it stops where a second writer's message begins on the same line.

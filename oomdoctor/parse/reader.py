@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from oomdoctor.errors import InputError
+from oomdoctor.parse.formats import TRIGGERS
 
 CHUNK_BYTES = 2 * 1024 * 1024
 TAIL_BYTES = 16 * 1024  # always read: the last lines of a log
@@ -47,13 +48,17 @@ LONG_LINE_REACH_BYTES = 64 * 1024
 # At most six literals keeps ahocorasick-rs on its SIMD (Teddy) path: ~0.4 ms/MiB instead of ~1.8.
 # "emory" covers every "out of memory"/"OutOfMemoryError"/"memory (MB)"/"Virtual Memory" form.
 ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"SIGKILL", b"ALLOC_FAILED", b"KV cache")
+# The event scan's triggers that hold no anchor ("std::bad_alloc", "exit code 137", "RESOURCE_EXHAUSTED: Failed to
+# allocate ..."): each is one more single-literal pass, so every line the scan would try is kept.
+EXTRA_ANCHORS: tuple[bytes, ...] = tuple(dict.fromkeys(
+    t.encode() for t in TRIGGERS if not any(a in t.encode() for a in ANCHORS)))
 # Lines that are (probably) a failure, not a per-step memory sample: they get the wide window.
-_FAILURE_MARKS: tuple[bytes, ...] = (
+_FAILURE_MARKS: tuple[bytes, ...] = tuple(dict.fromkeys((
     b"out of memory", b"Out of memory", b"Out Of Memory", b"OutOfMemory", b"OOM", b"Killed",
     b"SIGKILL", b"ALLOC_FAILED", b"KV cache", b"can't allocate memory", b"not enough memory",
     b"out-of-memory", b"cache blocks", b"RESOURCE_EXHAUSTED", b"ran out of memory", b"Unable to allocate",
-    b"Fail to alloc memory", b"MemoryError",
-)
+    b"Fail to alloc memory", b"MemoryError", *EXTRA_ANCHORS,
+)))
 
 
 @dataclass(frozen=True)
@@ -98,15 +103,13 @@ class _Finder:
         return sorted(out)
 
 
-_FINDER = _Finder(ANCHORS)
-
-
 class _MarkFinder:
-    """Start offsets of the failure marks, sorted: one single-literal pass per mark. A lone literal is a memmem
-    scan (~0.04 ms/MiB); one automaton over all fifteen marks leaves the SIMD path and is ~3x slower in total."""
+    """Start offsets of the marks, sorted: one single-literal pass per mark, after one SIMD pass over `together`
+    (at most six literals). A lone literal is a memmem scan (~0.04 ms/MiB); one automaton over all fifteen failure
+    marks leaves the SIMD path and is ~3x slower in total."""
 
-    def __init__(self, marks: tuple[bytes, ...]) -> None:
-        self._passes = [_Finder((m,)) for m in marks]
+    def __init__(self, marks: tuple[bytes, ...], together: tuple[bytes, ...] = ()) -> None:
+        self._passes = ([_Finder(together)] if together else []) + [_Finder((m,)) for m in marks]
 
     def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
         out: list[int] = []
@@ -115,6 +118,7 @@ class _MarkFinder:
         return sorted(out)
 
 
+_FINDER = _MarkFinder(EXTRA_ANCHORS, together=ANCHORS)
 _FAILURE_FINDER = _MarkFinder(_FAILURE_MARKS)
 
 
