@@ -578,16 +578,22 @@ MESSAGE_EVAL = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed) (?:while |when |duri
                     r"(?:[Ee]valuat|[Vv]alidat)\w{0,6}\b")
 
 
+MESSAGE_HEAD_CHARS = 2000  # what the failing line says before the OOM phrase, read back this far
+
+
+def _message_head(text: str) -> str:
+    """The text before the OOM phrase on the failing line (its last MESSAGE_HEAD_CHARS)."""
+    return text.split("out of memory", 1)[0][-MESSAGE_HEAD_CHARS:]
+
+
 def eval_from_message(text: str) -> bool:
     """True when the text before the OOM phrase on its own line says the failure came while evaluating."""
-    head = text.split("out of memory", 1)[0]
-    return bool(MESSAGE_EVAL.search(head[-2000:]))
+    return bool(MESSAGE_EVAL.search(_message_head(text)))
 
 
 def phase_from_message(text: str) -> bool:
     """True when the text before the OOM phrase on its own line says the failure came while saving."""
-    head = text.split("out of memory", 1)[0]
-    return bool(MESSAGE_SAVE.search(head[-2000:]))
+    return bool(MESSAGE_SAVE.search(_message_head(text)))
 
 
 STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these decides; train/init frames are weaker
