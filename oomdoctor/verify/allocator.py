@@ -23,7 +23,7 @@ K_ROUND_LARGE = 2 * MIB
 K_LARGE_BUFFER = 20 * MIB
 NO_SPLIT_LIMIT = 2**63
 # Where the modelled device addresses start. PyTorch breaks ties between equal free blocks by address, and cudaMalloc
-# gave each new segment a lower address than the last (100 of 100 on an H200, bench/measured/): the model does too.
+# gave each new segment a lower address than the last (99 of 99 steps on an H200, docs/verify.md): the model does too.
 VA_TOP = 2**47
 
 OOM_HINT = (

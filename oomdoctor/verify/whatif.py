@@ -205,9 +205,9 @@ def to_dict(report: WhatIf, source: str) -> dict[str, Any]:
 
 def render_text(report: WhatIf, source: str) -> str:
     """A short table: each setting, whether the recorded request fit, the peak it reserved."""
-    head = (f"device {report.device}: {format_bytes(report.requested_bytes)} requested, "
-            f"{format_bytes(report.capacity_bytes)} for PyTorch, {report.entries} trace entries replayed")
-    lines = [f"what-if: {source}", textwrap.fill(head, WIDTH, subsequent_indent="  "),
+    lines = [f"what-if: {source}",
+             f"device {report.device}: {format_bytes(report.requested_bytes)} requested, "
+             f"{format_bytes(report.capacity_bytes)} for PyTorch, {report.entries} trace entries replayed",
              f" {'setting':21} {'result':18} {'peak reserved':>13}"]
     for i, t in enumerate(report.trials):
         if i == 0:
@@ -224,6 +224,7 @@ def render_text(report: WhatIf, source: str) -> str:
     elif report.reproduced:
         lines.append(f"would have fit: {', '.join(fitting)}" if fitting else
                      "no allocator setting fits: the request does not fit the memory left; cut the peak instead")
+    # every line over WIDTH wraps under a two-space indent (the notes above already wrapped under their label)
     return "\n".join(textwrap.fill(ln, WIDTH, subsequent_indent="  ") if len(ln) > WIDTH and "\n" not in ln else ln
                      for ln in lines) + "\n"
 
