@@ -12,8 +12,10 @@ swing a rule).
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +32,8 @@ from oomdoctor.parse import parse_files  # noqa: E402
 
 PRIOR_WEIGHT = 4  # logs' worth of trust in the hand-set confidence
 BUCKETS = (0.0, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01)
-CONFIDENCE_LINE = regex.compile(r"^confidence:\s*(?P<v>[0-9.]+)(?P<rest>\s*(?:#[^\n]*)?)$", regex.M)  # keeps its comment
+MIN_BUCKET = 5  # fewer logs than this in a bucket and one log moves its observed share by 20 points or more
+CONFIDENCE_LINE = regex.compile(r"^confidence:\s*(?P<v>[0-9.]+)(?P<rest>\s*(?:#[^\n]*)?)$", regex.M)
 
 
 @dataclass
@@ -95,12 +98,36 @@ def reliability(all_cases: list[Case]) -> list[tuple[str, int, float, float]]:
 FIT_RANGE = (0.05, 0.95)  # no base confidence of certainty either way
 
 
-def fitted(current: float, n: int, right: int, stated_sum: float, penalty: float = 0.0) -> float:
+def listing_window(current: float, adds: Sequence[float]) -> tuple[float, float]:
+    """The bases that list the rule exactly where `current` does. The engine drops a rule whose base plus the boosts
+    that apply is 0 or less, so each sum of boosts s puts a threshold at -s; a base between the same two thresholds
+    as `current` keeps every log's listing. (Every subset counts, even one whose conditions exclude each other.)"""
+    thresholds = {round(-sum(c), 6) for k in range(len(adds) + 1) for c in itertools.combinations(adds, k)}
+    below = max((t for t in thresholds if t < current), default=-1.0)
+    above = min((t for t in thresholds if t >= current), default=1.0)
+    return below, above
+
+
+def fitted(current: float, n: int, right: int, stated_sum: float, adds: Sequence[float] = ()) -> float:
     """The base confidence moved so that what the rule states where it fires (base plus boosts) approaches its
     observed precision; the boosts keep their relative weight. Without boosts this is the Beta-prior mean.
-    The fit changes what a rule states, never whether it is listed: the base stays above all its penalties."""
+    The fit changes what a rule states, never where it is listed: the base stays inside its `listing_window`."""
     moved = current + (right - stated_sum) / (n + PRIOR_WEIGHT)
-    return round(min(max(moved, FIT_RANGE[0], penalty + 0.01), FIT_RANGE[1]), 2)
+    below, above = listing_window(current, adds)
+    # on the 0.01 grid, strictly inside: a sum landing on 0 exactly would hang on float rounding
+    low = max(FIT_RANGE[0], round(below + 0.01, 2))
+    high = min(FIT_RANGE[1], current if above <= current else round(above - 0.01, 2))
+    if low > high:  # a window narrower than the grid: stay
+        return current
+    return round(min(max(moved, low), high), 2)
+
+
+def rewrite_confidence(text: str, value: float, right: int, n: int) -> str | None:
+    """The rule file's top-level confidence line set to `value`, its comment saying where the number came from
+    (an older comment, a hand value's reason, is replaced); None when the file has no such line."""
+    line = f"confidence: {value}  # dev fit (bench/calibrate.py): its cause was right in {right} of {n} established logs"
+    new, count = CONFIDENCE_LINE.subn(lambda m: line, text, count=1)
+    return new if count else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,25 +144,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(all_cases)} established-cause logs ({side})\n")
     print(f"{'rule':40} {'fired':>5} {'right':>5} {'precision':>9} {'recall':>7} {'conf':>5} {'fit':>5}")
     stats = per_rule(all_cases)
-    changes: dict[Path, float] = {}
+    changes: dict[Path, tuple[float, int, int]] = {}
     for rule_id in sorted(registry):
         loaded = registry[rule_id]
         n, right, total, stated_sum = stats.get(rule_id, (0, 0, 0, 0.0))
         prec = f"{right / n:.2f}" if n else "-"
         rec = f"{right / total:.2f}" if total else "-"
-        penalty = -sum(b.add for b in loaded.rule.boost if b.add < 0)  # every penalty at once
-        fit = fitted(loaded.rule.confidence, n, right, stated_sum, penalty) if n else loaded.rule.confidence
+        adds = [b.add for b in loaded.rule.boost]
+        fit = fitted(loaded.rule.confidence, n, right, stated_sum, adds) if n else loaded.rule.confidence
         print(f"{rule_id:40} {n:5} {right:5} {prec:>9} {rec:>7} {loaded.rule.confidence:5.2f} {fit:5.2f}")
         if n and fit != loaded.rule.confidence:
-            changes[loaded.path] = fit
+            changes[loaded.path] = (fit, right, n)
     print(f"\n{'first diagnosis confidence':28} {'logs':>5} {'stated':>7} {'observed':>9} {'gap':>6}")
     for bucket, n, stated, observed in reliability(all_cases):
-        print(f"{bucket:28} {n:5} {stated:7.2f} {observed:9.2f} {observed - stated:+6.2f}")
+        judged = "" if n >= MIN_BUCKET else "  (too few logs to judge)"
+        print(f"{bucket:28} {n:5} {stated:7.2f} {observed:9.2f} {observed - stated:+6.2f}{judged}")
     if args.apply and not args.final:
-        for path, value in changes.items():
-            text = path.read_text(encoding="utf-8")
-            new, count = CONFIDENCE_LINE.subn(lambda m, v=value: f"confidence: {v}{m['rest']}", text, count=1)
-            if not count:
+        for path, (value, right, n) in changes.items():
+            new = rewrite_confidence(path.read_text(encoding="utf-8"), value, right, n)
+            if new is None:
                 raise SystemExit(f"{path}: no top-level `confidence: N` line to rewrite")
             path.write_text(new, encoding="utf-8")
         print(f"\nwrote {len(changes)} rule files")

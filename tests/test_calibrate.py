@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.calibrate import CONFIDENCE_LINE, fitted
+from bench.calibrate import fitted, listing_window, rewrite_confidence
 
 
 def test_the_fit_moves_towards_observed_precision():
@@ -11,14 +11,20 @@ def test_the_fit_moves_towards_observed_precision():
     assert 0.05 <= fitted(0.5, n=100, right=0, stated_sum=50) <= 0.95
 
 
-def test_a_rule_is_never_fitted_below_its_penalties():
-    # two -0.1 boosts at once must leave the rule above zero: the engine drops a rule argued to 0%
-    assert fitted(0.16, n=30, right=0, stated_sum=4.8, penalty=0.2) == 0.21
+def test_the_fit_never_changes_where_a_rule_is_listed():
+    # boosts +0.2, -0.1, -0.1: listing flips at bases 0.0, 0.1, 0.2 (and -0.2 ...); at 0.16 the rule is listed where
+    # one penalty applies and unlisted where both do, and a fit must keep both so, however far the data pull it
+    assert listing_window(0.16, [0.2, -0.1, -0.1]) == (0.1, 0.2)
+    assert fitted(0.16, n=45, right=0, stated_sum=5.0, adds=[0.2, -0.1, -0.1]) == 0.11
+    assert fitted(0.16, n=45, right=40, stated_sum=5.0, adds=[0.2, -0.1, -0.1]) == 0.19
+    assert fitted(0.5, n=10, right=10, stated_sum=5.0, adds=[-0.1]) == 0.86  # no threshold above 0.1: free to move
 
 
-def test_the_confidence_line_is_rewritten_with_its_comment():
-    text = "id: r\nconfidence: 0.76  # was 0.95; the dev fit\nboost:\n  - add: 0.1\n    confidence: 0.3\n"
-    new, count = CONFIDENCE_LINE.subn(lambda m: f"confidence: 0.51{m['rest']}", text, count=1)
-    assert count == 1
-    assert "confidence: 0.51  # was 0.95; the dev fit\n" in new
+def test_the_confidence_line_is_rewritten_with_where_it_came_from():
+    text = "id: r\nconfidence: 0.76  # was 0.95; a hand reason\nboost:\n  - add: 0.1\n    confidence: 0.3\n"
+    new = rewrite_confidence(text, 0.51, right=5, n=9)
+    assert new is not None
+    assert "\nconfidence: 0.51  # dev fit (bench/calibrate.py): its cause was right in 5 of 9 established logs\n" in new
+    assert "hand reason" not in new
     assert "    confidence: 0.3" in new  # only the top-level line
+    assert rewrite_confidence("id: r\n", 0.5, 1, 1) is None

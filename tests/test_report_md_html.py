@@ -116,3 +116,25 @@ def test_html_without_a_primary_cause_names_one_fix_per_candidate() -> None:
     page = html.render(report)
     assert 'id="try-first"' in page and all(f"<code>{i}</code>" in page for i in report.fixes_to_try[:3])
     assert 'id="try-first"' not in html.render(report_for("first-step-batch-32"))
+
+
+def test_one_candidate_cause_gets_no_try_first_line() -> None:
+    """Not primary, but the only cause listed: its own fixes lead, and no line claims "one per likely cause"."""
+    from pathlib import Path
+
+    from oomdoctor.parse import parse_files
+    from oomdoctor.report import try_first
+    from oomdoctor.report.text import render as text_render
+
+    log = Path(__file__).parents[1] / "fixtures/reconstructed/e1-algoperf-conformer-backward-after-eval.log"
+    f = parse_files([str(log)])  # the README's example: half the card cached in fragments, a traceback, no config
+    found = diagnose(f)
+    assert {d.category for d in found} == {"fragmentation"} and len(found[0].fixes) >= 2
+    weaker = tuple(d.model_copy(update={"role": "contributing", "confidence": 0.4}) for d in found)
+    report = Report(events=f.events, diagnoses=weaker, runs=f.runs)
+    assert try_first(report) == ()
+    assert "try first" not in text_render(report, width=80)
+    assert "Try first" not in markdown.render(report)
+    # two candidate causes: the line is there
+    other = found[0].model_copy(update={"role": "hypothesis", "confidence": 0.3, "category": "batch_too_large"})
+    assert try_first(Report(events=f.events, diagnoses=(*weaker, other), runs=f.runs))

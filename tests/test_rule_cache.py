@@ -36,8 +36,9 @@ def test_editing_a_rule_file_changes_the_key(cache_dir, tmp_path):
     shutil.copytree(DEFAULT_RULES_DIR / "capacity", pack)
     rule_file = pack / "capacity-exhausted.yaml"
     before = load_rules([pack])["capacity-exhausted"].rule.confidence
-    assert before != 0.11 and f"confidence: {before}\n" in rule_file.read_text()
-    rule_file.write_text(rule_file.read_text().replace(f"confidence: {before}\n", "confidence: 0.11\n"))
+    text = rule_file.read_text()
+    assert before != 0.11 and f"\nconfidence: {before} " in text  # the value, then its comment
+    rule_file.write_text(text.replace(f"\nconfidence: {before} ", "\nconfidence: 0.11 "))
     assert load_rules([pack])["capacity-exhausted"].rule.confidence == 0.11
     assert len(list(cache_dir.glob("rules-*.json"))) == 2  # the pack before and after the edit
 

@@ -68,14 +68,20 @@ STORIES = {
 }
 
 
+FIGURES_ONLY = {"80g-recipe-on-40g-card"}  # no step, phase, configuration or memory series: only the message
+
+
 @pytest.mark.parametrize("name", sorted(STORIES))
 def test_story_primary_category(name: str) -> None:
     f, expected = STORIES[name]
     found = diagnose(f)
     assert found, f"{name}: nothing fired"
     assert found[0].category == expected, [(g.category, g.rule, g.confidence) for g in found]
-    # confidences are calibrated on the corpus: a first cause under PRIMARY_MIN is listed first, yet not "the" cause
-    assert found[0].role in ("primary", "contributing")
+    # Confidences are fitted on the corpus (bench/calibrate.py): a first cause under PRIMARY_MIN is listed first,
+    # yet not "the" cause. A story that is the message's figures alone cannot tell a batch too large from a model
+    # too large (on the corpus such logs split about evenly), so there the first cause is rightly a hypothesis.
+    if name not in FIGURES_ONLY:
+        assert found[0].role in ("primary", "contributing")
 
 
 def test_eval_story_lists_capacity_after_the_eval_spike_and_not_a_sliver_of_cache() -> None:

@@ -10,8 +10,12 @@ TRY_FIRST_SHOWN = 3
 
 def try_first(report: Report) -> tuple[str, ...]:
     """The fixes every renderer names under its verdict when no cause is primary: one per likely cause, at most
-    TRY_FIRST_SHOWN; none when the first cause is primary (its own fixes lead) or there is only one fix to try."""
+    TRY_FIRST_SHOWN; none when the first cause is primary or the only candidate (its own fixes lead) or there is
+    only one fix to try."""
     if not report.diagnoses or report.diagnoses[0].role == "primary" or len(report.fixes_to_try) < 2:
+        return ()
+    first_event = report.diagnoses[0].event_index
+    if len({d.category for d in report.diagnoses if d.event_index == first_event}) < 2:
         return ()
     return report.fixes_to_try[:TRY_FIRST_SHOWN]
 
