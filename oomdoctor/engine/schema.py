@@ -32,7 +32,7 @@ def check_fact(name: str) -> str:
 class Strict(BaseModel):
     """Base for rule parts: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Condition(Strict):

@@ -21,7 +21,7 @@ FIGURES = (
 class Frozen(BaseModel):
     """Base for all facts: immutable, no unknown fields."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Evidence(Frozen):
