@@ -106,6 +106,9 @@ def test_run_facts_from_namespace_and_hydra_dumps():
     # torchvision's reference scripts: the model is `arch`; a flag's False names no model; -1 means unset
     c = cfg("Namespace(arch='resnet152', batch_size=64, pretrained=False, world_size=-1, max_steps=-1)")
     assert c["model_name"] == "resnet152" and "world_size" not in c and "max_steps" not in c
+    # HF's _n_gpu is the GPUs one process drives (1 under DDP): it never overrides torchrun's process count
+    c = cfg("+ torchrun --nproc_per_node=8 train.py --per_device_eval_batch_size 8", "TrainingArguments(", "_n_gpu=1,")
+    assert c["world_size"] == 8
 
 
 def test_hand_written_memory_prints_become_samples():
