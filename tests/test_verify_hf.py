@@ -196,3 +196,17 @@ def test_fewer_generations_lower_the_decode_peak_and_an_image_model_cannot_gener
                    "memory: {limit: 24GiB}\n")
     r = run("verify", "--config", str(cfg))
     assert r.returncode == 2 and b"cfg.yaml:5" in r.stderr and b"not replayed for model: hf" in r.stderr
+
+
+def test_an_evaluation_gathers_every_ranks_logits_before_keeping_them():
+    # HF Trainer: logits = gather_for_metrics(logits); all_preds.add(logits). With 4 ranks each rank keeps 4x the
+    # logits of its own batches: the kept pile of 3 earlier batches plus the gathered last one grows by 3x.
+    vocab, rows = 32000, 2 * 512  # TINY_LLAMA's vocabulary; eval batch 2 x 512 tokens
+    logits = rows * vocab * 4  # fp32
+    one = _replay(phase="eval", eval_batch=2, eval_batches=4)["unlimited_peak_allocated_bytes"]
+    four = _replay(phase="eval", eval_batch=2, eval_batches=4, eval_world_size=4)["unlimited_peak_allocated_bytes"]
+    # pile (3 batches) + gathered + joined copy (4 batches): 8 batches' logits alone, 32 with four ranks
+    assert 20 * logits <= four - one <= 28 * logits, (four - one) / logits
+    # moved to the host every batch: only the gather is left on top of one batch
+    moved = _replay(phase="eval", eval_batch=2, eval_batches=4, eval_world_size=4, eval_accumulation_steps=1)
+    assert moved["unlimited_peak_allocated_bytes"] < one

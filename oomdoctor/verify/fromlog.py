@@ -124,6 +124,11 @@ def _kept_eval_outputs(d: dict[str, Any], phase: str, notes: list[str]) -> dict[
         kept["eval_accumulation_steps"] = every
     notes.append(f"evaluation: {total} batches (the failing loop's progress bar); HF Trainer keeps their logits on "
                  "the device " + (f"for {every} batches at a time" if every else "until the loop ends"))
+    world = d.get("data_parallel_degree") or d.get("world_size")
+    if isinstance(world, int) and world > 1:
+        kept["eval_world_size"] = world
+        notes.append(f"evaluation: every rank gathers all {world} ranks' logits before keeping them "
+                     "(accelerate's gather_for_metrics)")
     return kept
 
 
@@ -151,7 +156,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
         hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
-                "num_generations", "max_new_tokens", "generate_in_training"):
+                "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training"):
         if key in params:
             hf[key] = params[key]
     printed = str(d.get("optimizer") or "").lower()

@@ -175,22 +175,27 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
         states = _optimizer_states(model, p.optimizer)  # eval happens mid-training: the optimizer's states exist
 
         kept = min(p.eval_batches, p.eval_accumulation_steps or p.eval_batches) if p.eval_batches else 1
+        world = p.eval_world_size if p.eval_batches else 1  # the gather is the evaluation loop's, as the pile is
 
         def eval_step() -> None:
             model.eval()
             batch = inputs(p.eval_batch or p.batch)
             with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
                 out = forward(batch)
-                if kept > 1 and getattr(out, "logits", None) is not None:
-                    # HF Trainer's evaluation loop joins every batch's logits on the device (nested_concat): the
-                    # last batch runs on top of the others', then old pile, new logits and the joined copy coexist.
+                if (kept > 1 or world > 1) and getattr(out, "logits", None) is not None:
+                    # HF Trainer's evaluation loop gathers every rank's logits onto each rank (all_gather: the
+                    # output is world x this rank's), then joins them to the batches before (nested_concat): the
+                    # last batch runs on top of the others', then old pile, gathered logits and the joined copy
+                    # coexist.
                     logits = out.logits
                     del out
-                    pile = logits.new_empty((logits.shape[0] * (kept - 1), *logits.shape[1:]))
+                    pile = logits.new_empty((logits.shape[0] * world * (kept - 1), *logits.shape[1:]))
                     del logits
                     out = forward(batch)
-                    pile = torch.cat([pile, out.logits])
-                    del pile
+                    gathered = torch.cat([out.logits] * world) if world > 1 else out.logits
+                    if kept > 1:  # the first batch after a move to the host is kept as it is, not joined
+                        pile = torch.cat([pile, gathered])
+                    del pile, gathered
             del out, batch
             assert states is not None
         return eval_step

@@ -102,6 +102,9 @@ class HFParams(BaseModel):
                                      "batch runs on top of the others' logits, then joins them")
     eval_accumulation_steps: int | None = Field(None, ge=1, description="move the kept outputs to the host every N "
                                                 "batches (HF eval_accumulation_steps)")
+    eval_world_size: int = Field(1, ge=1, description="data-parallel ranks whose evaluation logits HF Trainer gathers "
+                                                      "onto every rank before keeping them (accelerate's "
+                                                      "gather_for_metrics): each rank keeps all ranks' outputs")
     num_generations: int = Field(1, ge=1, description="generate: completions per prompt; eval_batch (else batch) "
                                                        "prompts x this many sequences decode at once")
     max_new_tokens: int = Field(256, ge=1, description="generate: tokens decoded after the seq_len-token prompt")
