@@ -396,6 +396,11 @@ def test_a_script_names_the_phase_only_when_no_function_does():
 
 def test_data_preparation_functions_are_set_up():
     assert events(_tb(("main.py", "<module>"), ("/workspace/proj/prepro.py", "build_features")) + MSG)[0].phase == "init"
+    for loader in ("load_data", "extract_data", "load_dataset", "read_data"):  # a dataset read before training
+        assert events(_tb(("convolutional.py", "<module>"), ("convolutional.py", "main"), ("convolutional.py", loader))
+                      + MSG)[0].phase == "init", loader
+    # ... but a training loop's frame inside still wins
+    assert events(_tb(("main.py", "load_data"), ("main.py", "train_epoch")) + MSG)[0].phase == "train"
 
 
 def test_a_traceback_after_the_process_died_belongs_to_a_later_command():

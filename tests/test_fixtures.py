@@ -138,6 +138,16 @@ KNOWN_GAPS = {
                                                 "read as eval (inference)",
     "p126-climate2weather-score-batchgpu.log": "held-out, scored only: a lone 'Process N has' clause is read as another "
                                                "process, not this one",
+    "p132-gptsovits-batch-infer-decode.log": "held-out, scored only: phase: decode_next_token frames are not read as "
+                                             "generation",
+    "p132-transformertts-durations-getoetet.log": "held-out, scored only: a localized kill word (German 'Getötet') glued "
+                                                  "to a progress bar is not read as a host kill",
+    "p132-uvr-mdxnet-2gb-secondary.log": "phase: an audio-separation GUI's frames (process_start, seperate, demix) "
+                                         "name no phase we read; the sidecar says eval (inference)",
+    "p133-tabbyapi-model-switch-scratch-wrapped.log": "held-out, scored only: Docker Compose's service prefix inside a "
+                                                      "wrapped message hides its later figures",
+    "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
+                                     "comes from the thread",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

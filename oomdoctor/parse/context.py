@@ -115,6 +115,7 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         # the data prepared before the first step (tokenised, featurised, cached)
         "preprocess", "prepro", "preprocessing", "build_features", "convert_examples_to_features", "build_vocab",
         "prepare_data", "build_dataset", "create_dataset", "make_dataset", "load_and_cache_examples",
+        "load_data", "load_dataset", "read_data", "extract_data", "prepare_dataset", "get_dataset",
     }),
 }
 PHASE_ORDER = ("save", "eval", "generate", "train", "init")
