@@ -51,6 +51,7 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "optimizer": ("str", "optimizer name as printed"),
     "model_dtype": ("str", "the dtype the weights were loaded in (torch_dtype): bfloat16, float16 or float32"),
     "lora": ("bool", "LoRA / PEFT adapters in use"),
+    "lora_r": ("int", "LoRA rank as printed (lora_r, lora_rank)"),
     "offload": ("bool", "optimizer/parameter offload to CPU on"),
     "hidden_size": ("int", "model hidden size, from the printed model config"),
     "num_layers": ("int", "transformer layers, from the printed model config"),

@@ -146,6 +146,8 @@ KNOWN_GAPS = {
                                          "name no phase we read; the sidecar says eval (inference)",
     "p133-tabbyapi-model-switch-scratch-wrapped.log": "held-out, scored only: Docker Compose's service prefix inside a "
                                                       "wrapped message hides its later figures",
+    "syn-llava7b-lora-40g-batch16.log": "step: an unlabelled bar after a model-loading banner is not taken for the "
+                                        "training loop's, even when training frames follow",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
                                      "comes from the thread",
 }

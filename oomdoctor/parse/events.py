@@ -495,7 +495,7 @@ class _EventReader:
             return "eval", message_ev
         if jit_phase and not pf:
             return jit_phase, message_ev
-        if pf and (pf.value != "train" or not banner_phase):
+        if pf and (pf.value != "train" or banner_phase in (None, "init")):  # a load banner is stale under training frames
             return pf.value, ctx._ev(self.source, pf.line)
         if banner_phase:
             return banner_phase, banner_ev

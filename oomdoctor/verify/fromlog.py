@@ -87,11 +87,10 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
         notes.append("phase: not in the log, assumed train")
     fixes = [f.id for g in diagnose_with(facts, load_rules()) if g.event_index == index for f in g.fixes
              if f.id in VERIFIABLE]
-    workload, note = _hf_workload(d, {**params, **kept}, phase)  # the note: why hf cannot, or what hf assumed
+    workload, hf_notes = _hf_workload(d, {**params, **kept}, phase)  # why hf cannot, or what hf assumed
     if workload is None:
         workload = {"model": "transformer", "params": params}
-    if note:
-        notes.append(note)
+    notes.extend(hf_notes)
     used = set(workload["params"])  # an hf replay takes the shape from the real architecture, not from defaults
     notes[:0] = [note for param, note in assumed.items() if param in used]
     config: dict[str, Any] = {
@@ -132,8 +131,8 @@ def _kept_eval_outputs(d: dict[str, Any], phase: str, notes: list[str]) -> dict[
     return kept
 
 
-def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple[dict[str, Any] | None, str | None]:
-    """`model: hf` when the log names a catalogued model and the replay needs nothing hf lacks (with a note on what
+def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """`model: hf` when the log names a catalogued model and the replay needs nothing hf lacks (with notes on what
     it assumed), else None and why not."""
     import importlib.util
 
@@ -142,16 +141,16 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     name = d.get("model_name")
     architecture = from_catalog(name) if isinstance(name, str) else None
     if architecture is None:
-        return None, None
+        return None, []
     if importlib.util.find_spec("transformers") is None:
-        return None, f"model: {name} is catalogued, but transformers is not installed: the built-in transformer " \
-                     "stands in (pip install 'oomdoctor[integrations]' replays the real architecture)"
+        return None, [f"model: {name} is catalogued, but transformers is not installed: the built-in transformer "
+                      "stands in (pip install 'oomdoctor[integrations]' replays the real architecture)"]
     lacking = [what for what, used in (("ZeRO/FSDP sharding", "zero_stage" in params),
                                        (f"phase {phase}", not hf_replays(architecture["model_type"], phase)),
                                        ("LoRA without peft installed",
                                         "lora_rank" in params and importlib.util.find_spec("peft") is None)) if used]
     if lacking:
-        return None, f"model: {name}: the built-in transformer stands in ({', '.join(lacking)} not replayed for hf yet)"
+        return None, [f"model: {name}: the built-in transformer stands in ({', '.join(lacking)} not replayed for hf yet)"]
     hf: dict[str, Any] = {"batch": params["batch"], "grad_accum": params["grad_accum"]}
     if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
         hf["seq_len"] = params["seq_len"]
@@ -164,10 +163,18 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
                       if word in printed), None)
     if optimizer:
         hf["optimizer"] = optimizer
-    if d.get("model_dtype"):  # the weights as loaded (torch_dtype); else fp32, transformers' default before 5
+    notes = [] if optimizer else ["optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"]
+    if d.get("model_dtype"):  # the weights as loaded (torch_dtype)
         hf["dtype"] = d["model_dtype"]
-    note = None if optimizer else "optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"
-    return {"model": "hf", "params": {"config": name, **hf}}, note
+    elif "lora_rank" in params and "autocast" in params:
+        # a LoRA run's frozen base is loaded in the run's precision by the common recipes (LLaVA, axolotl, TRL's)
+        hf["dtype"] = params["autocast"]
+        notes.append(f"weights: the dtype they were loaded in is not in the log, assumed {params['autocast']} "
+                     "(a LoRA run's frozen base in the run's precision)")
+    else:
+        notes.append("weights: the dtype they were loaded in is not in the log, assumed float32 (transformers' "
+                     "default before 5)")
+    return {"model": "hf", "params": {"config": name, **hf}}, notes
 
 
 def _mib(n: int) -> str:
