@@ -140,14 +140,20 @@ KNOWN_GAPS = {
                                                "process, not this one",
     "p132-gptsovits-batch-infer-decode.log": "held-out, scored only: phase: decode_next_token frames are not read as "
                                              "generation",
-    "p132-transformertts-durations-getoetet.log": "held-out, scored only: a localized kill word (German 'Getötet') glued "
-                                                  "to a progress bar is not read as a host kill",
+    "p132-transformertts-durations-getoetet.log": "held-out, scored only: phase: a 'Processing training set' bar of a "
+                                                  "data-extraction script is not read as eval",
     "p132-uvr-mdxnet-2gb-secondary.log": "phase: an audio-separation GUI's frames (process_start, seperate, demix) "
                                          "name no phase we read; the sidecar says eval (inference)",
     "p133-tabbyapi-model-switch-scratch-wrapped.log": "held-out, scored only: Docker Compose's service prefix inside a "
                                                       "wrapped message hides its later figures",
     "syn-llava7b-lora-40g-batch16.log": "step: an unlabelled bar after a model-loading banner is not taken for the "
                                         "training loop's, even when training frames follow",
+    "p137-video2x-caffe-five-threads.log": "two processes' Caffe failures four lines apart are read as one: glog's "
+                                           "thread id is not compared",
+    "p137-wanwrapper-highvram-lora-h100.log": "phase: a diffusion sampler's 'Sampling 81 frames ... 25 steps' banner and "
+                                              "bar are not read as generation (the LoRA-loading bar before them wins)",
+    "p139-ernie-cpu-chnsenticorp-killed.log": "phase: 'Load pretraining parameters from' is not a loading banner we read",
+    "p139-landmark-train-poses-killed.log": "held-out, scored only: phase: a kill after data loading, before any step",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
                                      "comes from the thread",
 }

@@ -62,6 +62,9 @@ EXAMPLES = [
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
      "shape[8,1024,4096] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
      "tf_oom", None, {"requested_bytes": 8 * 1024 * 4096 * 4, "gpu_index": 0}),
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node __wrapped__Mul_device_/job:"
+     "localhost/replica:0/task:0/device:GPU:0}} failed to allocate memory [Op:Mul]", "tf_oom", None,
+     {"gpu_index": 0, "requested_bytes": None}),  # TF 2 eager ops: the op, no size
     ("W tensorflow/core/framework/op_kernel.cc:1158] Resource exhausted: OOM when allocating tensor with "
      "shape[1,1,100000,512]", "tf_oom", None, {"requested_bytes": None}),  # TF 1.x: the shape without its type
     ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
@@ -79,6 +82,8 @@ EXAMPLES = [
     # fallbacks and the other libraries' wordings
     ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3725.29 GiB. GPU ", "cuda_oom", None,
      {"requested_bytes": b("3725.29", 3)}),  # cut at the device index
+    ("!!! Exception during processing !!! Allocation on device ", "cuda_oom", None, {"requested_bytes": None}),
+    # ^ the same, its 8-bit device index streamed as a character: device 0's NUL ended the print (ComfyUI)
     ("torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\n"
      "Currently allocated     : 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\n"
      "Free (according to CUDA): 7.12 MiB\nPyTorch limit (set by user-supplied memory fraction)\n"
@@ -322,6 +327,17 @@ def test_malloc_async_with_a_memory_fraction_and_cut_short():
     assert e.kind == "cuda_oom" and e.gpu_index == 0 and e.requested_bytes is None
 
 
+
+def test_malloc_async_whose_device_index_printed_as_a_character():
+    # c10::DeviceIndex is 8-bit: streamed as a char, device 0 is a NUL that ends the print right after "device "
+    (e,) = parse_text("Sampling 81 frames\n!!! Exception during processing !!! Allocation on device \nTraceback\n").events
+    assert (e.kind, e.line, e.gpu_index, e.requested_bytes) == ("cuda_oom", 2, None, None)
+    (e,) = parse_text("torch.OutOfMemoryError: Allocation on device \x01 would exceed allowed memory. (out of memory)\n").events
+    assert (e.kind, e.gpu_index) == ("cuda_oom", 1)
+    # the words in a sentence of their own are not the message
+    assert not parse_text("INFO: Allocation on device 0 succeeded for 12 tensors\n").events
+
+
 def test_a_notebook_header_stands_for_the_failure_only_when_its_message_was_cut():
     header = "OutOfMemoryError                          Traceback (most recent call last)\n"
     frames = "Cell In[9], line 22\n---> 22 trainer.train()\n"
@@ -410,3 +426,22 @@ NOT_A_FAILURE = (
 @pytest.mark.parametrize("line", NOT_A_FAILURE)
 def test_a_line_that_only_names_a_failure_is_not_one(line):
     assert parse_text(line + "\n").events == ()
+
+
+def test_tensorflow_2_eager_op_that_failed_to_allocate():
+    text = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node __wrapped__Mul_device_/job:"
+            "localhost/replica:0/task:0/device:GPU:1}} failed to allocate memory [Op:Mul]\n")
+    (e,) = parse_text("Epoch 1/5\n" + text).events
+    assert (e.kind, e.line, e.gpu_index, e.requested_bytes) == ("tf_oom", 2, 1, None)
+    # a host-side tensor that failed elsewhere with the same words, and no function node: not this message
+    assert not parse_text("WARNING: failed to allocate memory for the image cache, retrying\n").events
+
+
+def test_the_shells_kill_notice_in_other_locales():
+    # glibc translates strsignal(SIGKILL): the job notice and a notice glued to a progress bar, as "Killed" is read
+    (e,) = parse_text("Load pretraining parameters.\nscript/run.sh: 行 30: 23195 已杀死\n").events
+    assert (e.kind, e.line) == ("host_oom", 2)
+    (e,) = parse_text("Processing training set: : 1444it [05:54,  1.38it/s]Getötet\n").events
+    assert e.kind == "host_oom"
+    # the word inside a sentence is not the notice
+    assert not parse_text("Der Prozess wurde nicht getötet, weiter mit Schritt 5\n").events

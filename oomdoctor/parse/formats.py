@@ -6,7 +6,13 @@ and are written without nested quantifiers so they stay linear on hostile text.
 
 from __future__ import annotations
 
+import regex
+
 from oomdoctor.parse.lazyregex import lazy
+
+# "Killed" as glibc's catalogs translate it (the shell's job notice in another locale): German, Simplified
+# Chinese, Japanese, Russian, French, Spanish.
+KILLED_TRANSLATED = ("Getötet", "已杀死", "強制終了", "Убито", "Processus arrêté", "Terminado (killed)")
 
 # Literals one of which every line a message can start on holds: the event scan tries only such lines, and the
 # reader keeps (and gives a wide window to) every line holding one, so the two always agree.
@@ -16,7 +22,8 @@ TRIGGERS = (
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
-    "Cannot allocate", "Tried to allocate",
+    "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory",
+    *KILLED_TRANSLATED,
 )
 
 SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
@@ -84,6 +91,10 @@ MALLOC_ASYNC = lazy(
     r"(?:\s{0,4}Free \(according to CUDA\)\s{0,4}:\s{0,4}(?P<free>" + SIZE + r"))?"
     r"(?:\s{0,4}PyTorch limit \(set by user-supplied memory fraction\)\s{0,40}:\s{0,4}(?P<limit>" + SIZE + r"))?"
 )
+# The same message as many apps print it: c10::DeviceIndex is an 8-bit integer, which older builds streamed as a
+# character, so device 0 put a NUL after "Allocation on device " and the print stopped there (ComfyUI's
+# "!!! Exception during processing !!! Allocation on device "). Nothing after it: no figures, only the kind.
+MALLOC_ASYNC_CUT = lazy(r"(?m)Allocation on device(?: (?P<devchar>[\x00-\x0f])|[ \t]{0,8}$)")
 # PaddlePaddle: "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate X memory on GPU 0,
 # Y memory has been allocated and available memory is only Z."
 PADDLE = lazy(
@@ -95,6 +106,10 @@ PADDLE = lazy(
 PADDLE_HOST = lazy(r"Fail to alloc memory of (?P<requested>\d{1,20}) size, error code is 12\b")
 # TensorFlow's BFC allocator warns with the same words when it only lost some speed: not a failure.
 TF_NOT_A_FAILURE = lazy(r"The caller indicates that this is not a failure")
+# TensorFlow 2 eager ops: "ResourceExhaustedError: {{function_node __wrapped__Mul_device_/job:localhost/replica:0/
+# task:0/device:GPU:0}} failed to allocate memory [Op:Mul]" - the op and the device, no size.
+TF_EAGER_ALLOC = lazy(r"ResourceExhaustedError: \{\{function_node [^}\n]{0,300}?device:GPU:(?P<gpu>\d{1,6})\}\} "
+                      r"failed to allocate memory(?: \[Op:(?P<op>\w{1,80})\])?")
 # Pre-1.0 THC: "cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/..."
 THC_PRE_1_0 = lazy(r"cuda runtime error \(2\) : out of memory")
 CUDA_ERROR = lazy(
@@ -247,6 +262,9 @@ HOST_KILL = lazy(
     r"|oom[_-]kill(?:er)? event|Detected \d{1,20} oom[_-]kill|killed by the cgroup out-of-memory handler"
     r"|exits with return code = -9\b|\breturn code -9\b|[Kk]illed: 9\b"  # DeepSpeed launcher, macOS shells
     r"|task \d{1,20}: Out Of Memory|exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
+    # the shell's notice in a translated locale (glibc's strsignal(SIGKILL)), ending its line as "Killed" does:
+    # "run.sh: 行 30: 23195 已杀死", a bar followed by "Getötet"
+    r"|(?:" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s*$"
 )
 # Not kills: "Killed 3 stale workers", "SIGKILL" in a shutdown notice of a healthy run.
 HOST_KILL_NOT = lazy(r"Killed \d{1,20} |Sending process \d{1,20} closing signal SIGKILL|will send SIGKILL|sending SIGKILL")

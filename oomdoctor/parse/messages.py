@@ -237,6 +237,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("CACHING_ANY", _OOM_WORDS, P.CACHING_ANY, _device_kind, _caching_any, complete=False),
     MessageFormat("CACHING_BARE", ("out of memory",), P.CACHING_BARE, _device_kind, recognise_only=True),
     MessageFormat("MALLOC_ASYNC", ("would exceed allowed memory",), P.MALLOC_ASYNC, "cuda_oom", _malloc_async),
+    MessageFormat("MALLOC_ASYNC_CUT", ("Allocation on device",), P.MALLOC_ASYNC_CUT, "cuda_oom",
+                  lambda m: {"gpu_index": ord(m["devchar"])} if m["devchar"] else {}, complete=False),
     MessageFormat("MPS", _OOM_WORDS, P.MPS, "mps_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "total_bytes": _size(m, "total"), "detail": {"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]}}),
@@ -293,6 +295,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("XLA_ANY", _XLA_WORDS, P.XLA_ANY, "xla_oom", veto=P.TF_NOT_A_FAILURE, recognise_only=True),
     MessageFormat("XLA_TF_RESOURCE", ("Resource exhausted: Out of memory",), None, "xla_oom", veto=P.TF_NOT_A_FAILURE),
     MessageFormat("TF_OOM", ("OOM when allocating",), P.TF_OOM, "tf_oom", _tf_oom, veto=P.TF_NOT_A_FAILURE, bare=True),
+    MessageFormat("TF_EAGER_ALLOC", ("failed to allocate memory",), P.TF_EAGER_ALLOC, "tf_oom",
+                  lambda m: {"gpu_index": int(m["gpu"])}, also=("ResourceExhaustedError",), veto=P.TF_NOT_A_FAILURE),
     MessageFormat("KV_CACHE", ("KV cache", "cache blocks"), P.KV_CACHE, "kv_cache", _kv_cache, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("CPU_ALLOC", ("DefaultCPUAllocator",), P.CPU_ALLOC, "host_oom", lambda m: {
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
