@@ -154,6 +154,18 @@ KNOWN_GAPS = {
                                               "bar are not read as generation (the LoRA-loading bar before them wins)",
     "p139-ernie-cpu-chnsenticorp-killed.log": "phase: 'Load pretraining parameters from' is not a loading banner we read",
     "p139-landmark-train-poses-killed.log": "held-out, scored only: phase: a kill after data loading, before any step",
+    "p140-itex-arc350m-sd-fp32-xpu.log": "held-out, scored only: the allocator's line and the exception for one "
+                                         "allocation: the event is put on the exception, without the XPU index",
+    "p140-jetsoncontainers-mlc-70b-q4-killed.log": "phase: a kill right after '-- loading' is not read as set-up",
+    "p140-trtpose-nano2gb-repl-killed.log": "phase: a kill in a REPL right after the model's constructor line is not "
+                                            "read as set-up",
+    "p141-monai-bundle-ci-evaluator-shared-gpu.log": "phase: a MONAI bundle's evaluator config is not read as eval",
+    "p141-samgeo-uav-orthomosaic-84gib.log": "figures: the message was retyped from a screenshot ('of whi ich'); its "
+                                             "later figures are not read",
+    "p142-maniskill-ppo-rgb-epoch103.log": "held-out, scored only: a PPO loop's 'global_step=' progress line is not "
+                                           "read as the step",
+    "p143-metaseq-oom-warning-huge-batch.log": "held-out, scored only: a message cut inside its reserved figure, and "
+                                               "metaseq's training lines not read as train",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
                                      "comes from the thread",
 }

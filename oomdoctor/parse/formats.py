@@ -22,7 +22,7 @@ TRIGGERS = (
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
-    "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory",
+    "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
     *KILLED_TRANSLATED,
 )
 
@@ -95,6 +95,11 @@ MALLOC_ASYNC = lazy(
 # character, so device 0 put a NUL after "Allocation on device " and the print stopped there (ComfyUI's
 # "!!! Exception during processing !!! Allocation on device "). Nothing after it: no figures, only the kind.
 MALLOC_ASYNC_CUT = lazy(r"(?m)Allocation on device(?: (?P<devchar>[\x00-\x0f])|[ \t]{0,8}$)")
+# Apple MLX on Metal: one buffer larger than the device lets a single allocation be, "[metal::malloc] Attempting to
+# allocate 17179869184 bytes which is greater than the maximum allowed buffer size of 14302248960 bytes." (a
+# per-buffer limit, not the device's memory).
+MLX_METAL_MALLOC = lazy(r"\[metal::malloc\] Attempting to allocate (?P<requested>\d{1,20}) bytes which is greater than "
+                        r"the maximum allowed buffer size of (?P<limit>\d{1,20}) bytes")
 # PaddlePaddle: "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate X memory on GPU 0,
 # Y memory has been allocated and available memory is only Z."
 PADDLE = lazy(

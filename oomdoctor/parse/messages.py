@@ -243,6 +243,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "total_bytes": _size(m, "total"), "detail": {"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]}}),
     MessageFormat("MPS_BARE", ("MPS backend out of memory",), None, "mps_oom"),
+    MessageFormat("MLX_METAL_MALLOC", ("[metal::malloc]",), P.MLX_METAL_MALLOC, "mps_oom", lambda m: {
+        "requested_bytes": int(m["requested"]), "detail": {"max_buffer_bytes": int(m["limit"])}}),
     MessageFormat("THC_PRE_1_0", _OOM_WORDS, P.THC_PRE_1_0, "cuda_oom", era="pre-1.0", recognise_only=True,
                   same_failure=True),
     # admitted on its own words too: TF 1.x printed the driver's error name without ": out of memory" after it
