@@ -394,6 +394,16 @@ def test_a_script_names_the_phase_only_when_no_function_does():
     assert events(_tb(("run.py", "<module>"), ("/workspace/proj/test_utils.py", "pad")) + MSG)[0].phase == "unknown"
 
 
+def test_a_kill_right_after_a_scripts_own_loading_line_is_set_up():
+    for loading in ("Load pretraining parameters from /workspace/model/params.", "-- loading /data/models/q4f16/params/",
+                    "Loading pretrained weights"):
+        (e,) = events("Namespace(model='x')\n" + loading + "\nKilled\n")
+        assert e.phase == "init", loading
+    # a loading line the training loop has gone past is stale
+    (e,) = events("Loading model weights\n{'loss': 0.5, 'step': 10}\nKilled\n")
+    assert e.phase == "train"
+
+
 def test_data_preparation_functions_are_set_up():
     assert events(_tb(("main.py", "<module>"), ("/workspace/proj/prepro.py", "build_features")) + MSG)[0].phase == "init"
     for loader in ("load_data", "extract_data", "load_dataset", "read_data"):  # a dataset read before training

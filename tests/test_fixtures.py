@@ -152,11 +152,9 @@ KNOWN_GAPS = {
                                            "thread id is not compared",
     "p137-wanwrapper-highvram-lora-h100.log": "phase: a diffusion sampler's 'Sampling 81 frames ... 25 steps' banner and "
                                               "bar are not read as generation (the LoRA-loading bar before them wins)",
-    "p139-ernie-cpu-chnsenticorp-killed.log": "phase: 'Load pretraining parameters from' is not a loading banner we read",
     "p139-landmark-train-poses-killed.log": "held-out, scored only: phase: a kill after data loading, before any step",
     "p140-itex-arc350m-sd-fp32-xpu.log": "held-out, scored only: the allocator's line and the exception for one "
                                          "allocation: the event is put on the exception, without the XPU index",
-    "p140-jetsoncontainers-mlc-70b-q4-killed.log": "phase: a kill right after '-- loading' is not read as set-up",
     "p140-trtpose-nano2gb-repl-killed.log": "phase: a kill in a REPL right after the model's constructor line is not "
                                             "read as set-up",
     "p141-monai-bundle-ci-evaluator-shared-gpu.log": "phase: a MONAI bundle's evaluator config is not read as eval",

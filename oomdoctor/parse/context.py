@@ -416,6 +416,9 @@ NON_TRAIN_BAR = lazy(
 MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b"
                     r"|\b[Ee]xport(?:ing)? (?:the )?(?:model|checkpoint)\b|\b[Ee]xport error\b")  # writing the model out
 INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|loading weights"
+                   # a script's own loading line: "Load pretraining parameters from ...", "-- loading /models/..."
+                   r"|^[-=>*#\s]{0,6}[Ll]oad(?:ing)? (?:the )?(?:pre-?train(?:ed|ing) )?(?:model|parameters|params|weights"
+                   r"|checkpoint)s?\b|^[-=>*#\s]{0,6}[Ll]oading /"
                    r"|\bInitializ(?:ing|e) (?:the )?(?:[\w-]{1,30} ){0,2}(?:model|decoder|encoder|backbone|network|LLM)\b"
                    # the data prepared before the first step: PyG's "Processing...", "Constructing datasets..."
                    r"|^Processing\.\.\.\s*$|^(?:Loading|Building|Constructing|Preparing|Processing|Creating) (?:the )?"
