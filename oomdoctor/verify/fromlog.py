@@ -161,8 +161,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     printed = str(d.get("optimizer") or "").lower()
     optimizer = next((ours for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("adam", "adamw"))
                       if word in printed), None)
-    if optimizer:
-        hf["optimizer"] = optimizer
+    hf["optimizer"] = optimizer or "adamw"  # written out even when assumed: the config says what was replayed
     notes = [] if optimizer else ["optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"]
     if d.get("model_dtype"):  # the weights as loaded (torch_dtype)
         hf["dtype"] = d["model_dtype"]
