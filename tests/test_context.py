@@ -551,3 +551,14 @@ def test_a_tensorflow_backward_op_is_training():
     assert event.phase == "train"
     (event,) = events(log.replace("gradients/discriminator", "discriminator"))
     assert event.phase == "unknown"  # a forward op alone says nothing of the phase
+
+
+def test_autograds_backward_entry_just_before_the_message_is_training():
+    msg = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.28 GiB (GPU 0; 39.39 GiB total capacity)\n"
+    cut = "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass\n"
+    assert events(cut + msg)[0].phase == "train"
+    assert events("Variable._execution_engine.run_backward(RuntimeError: CUDA out of memory. Tried to allocate 88.00 MiB "
+                  "(GPU 0; 4.00 GiB total capacity; 2.68 GiB already allocated; 0 bytes free; 2.85 GiB reserved in total "
+                  "by PyTorch)\n")[0].phase == "train"  # glued to the message
+    # far above the message, it says nothing about this failure
+    assert events(cut + "x\n" * 10 + msg)[0].phase == "unknown"

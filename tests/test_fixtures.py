@@ -164,6 +164,18 @@ KNOWN_GAPS = {
                                            "read as the step",
     "p143-metaseq-oom-warning-huge-batch.log": "held-out, scored only: a message cut inside its reserved figure, and "
                                                "metaseq's training lines not read as train",
+    "p145-pix2pix-lua-getparameters-thcudacheck.log": "phase: a Lua stack traceback's frames (getParameters) are not "
+                                                      "read",
+    "p145-wav2lip-opencv-frame-read-host.log": "held-out, scored only: OpenCV's '(-4:Insufficient memory) Failed to "
+                                              "allocate N bytes' is not read as a host allocation failure",
+    "p146-baselines-pposgd-mpi8-ctxretain.log": "TensorFlow 1's StreamExecutor context failure hard-wrapped mid-word: the "
+                                                "event is put on its second line, without the ordinal or the total",
+    "p146-lambdaexamples-sd-fullema-summon-ckpt-killed.log": "step: the Lightning bar's 209/209 is read, not the "
+                                                             "global_step=208.0 in its postfix",
+    "p146-nscl-epoch15-validation-jaccrun-killed.log": "held-out, scored only: a finished epoch's batch count is read "
+                                                       "as the step",
+    "p147-clipinterrogatorext-flavor-chain-12gb.log": "held-out, scored only: an inference tool's 'Flavor chain' bar is "
+                                                      "read as a training loop",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
                                      "comes from the thread",
 }

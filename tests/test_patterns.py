@@ -448,3 +448,11 @@ def test_the_shells_kill_notice_in_other_locales():
     assert e.kind == "host_oom"
     # the word inside a sentence is not the notice
     assert not parse_text("Der Prozess wurde nicht getötet, weiter mit Schritt 5\n").events
+
+
+def test_a_2_1_message_cut_right_after_its_allocated_figure():
+    # "...13.03 GiB is allocated by PyTorch..." - a paste cut before the reserved figure keeps what it printed
+    (e,) = parse_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 11.50 GiB. GPU 0 has a total "
+                      "capacity of 23.51 GiB of which 9.38 GiB is free. Including non-PyTorch memory, this process has "
+                      "13.70 GiB memory in use. Of the allocated memory 13.03 GiB is allocated by PyTorch...\n").events
+    assert (e.allocated_bytes, e.process_in_use_bytes, e.reserved_bytes) == (b("13.03", 3), b("13.70", 3), None)

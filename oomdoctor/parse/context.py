@@ -52,7 +52,9 @@ EVAL_BANNER = lazy(
     r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%(?:\||\s{1,4}\d{1,20}/\d{1,20}\s)"  # glyphs or none
 )
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
-                            r"|Saving (?:the )?model (?:to|at)\b|Saving weights")
+                            r"|Saving (?:the )?model (?:to|at)\b|Saving weights"
+                            # latent-diffusion's main.py and its many forks, saving on an exception or a signal
+                            r"|^Summoning checkpoint\.")
 TRAIN_BANNER = lazy(
     r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining [Ss]tarted\b"
     r"|[Ss]tarting training from iteration|\bStart training\b"
@@ -567,6 +569,20 @@ def tf_backward_op(lines: Sequence[Line], idx: int, end: int) -> Line | None:
     """The line naming a backward-pass op for the failure on lines[idx..end], if TensorFlow printed one."""
     for ln in lines[idx : end + 1 + TF_OP_LINES_AFTER]:
         if TF_BACKWARD_OP.search(ln.text):
+            return ln
+    return None
+
+
+# A traceback cut to its last source line, or that line glued before the message: autograd's engine entry is the
+# backward pass ("Variable._execution_engine.run_backward(  # Calls into the C++ engine ..."), so training.
+AUTOGRAD_BACKWARD_LINE = lazy(r"_execution_engine\.run_backward\(|\btorch\.autograd\.backward\(")
+BACKWARD_LINES_BEFORE = 3  # the source line sits right above the message (or on its line)
+
+
+def autograd_backward_line(lines: Sequence[Line], idx: int) -> Line | None:
+    """The source line of autograd's engine entry printed just before (or glued to) the failure on lines[idx]."""
+    for ln in reversed(lines[max(0, idx - BACKWARD_LINES_BEFORE) : idx + 1]):
+        if AUTOGRAD_BACKWARD_LINE.search(ln.text) and not FRAME.match(ln.text):
             return ln
     return None
 

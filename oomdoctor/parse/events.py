@@ -513,6 +513,8 @@ class _EventReader:
             return "init", ctx._ev(self.source, loading)
         if (backward := ctx.tf_backward_op(self.lines, hit.idx, hit.end)) is not None:
             return "train", ctx._ev(self.source, backward)
+        if (backward := ctx.autograd_backward_line(self.lines, hit.idx)) is not None:
+            return "train", ctx._ev(self.source, backward)
         if (loss := ctx.loss_frame(frames)) is not None:  # nothing else: a loss being computed is most often training
             return "train", ctx._ev(self.source, loss)
         if ctx.MESSAGE_TRAINING_LOOP.search(first.text):  # Chainer: "Exception in main training loop: out of memory ..."

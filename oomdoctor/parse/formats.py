@@ -74,7 +74,8 @@ CACHING_ANY = lazy(
     r"(?:;\s?(?P<free>" + SIZE + r") free)?)?"
     r"| has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
-    + r" memory in use\.\s?){1,64}))?)?)?"
+    + r" memory in use\.\s?){1,64}))?"
+    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?)?)?"
 )
 # The first sentence alone, with the exception that raised it ("torch.cuda.OutOfMemoryError: CUDA out of
 # memory." - a paste or a notebook cut after it): no figures, but the exception names an allocator failure.
