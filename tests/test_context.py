@@ -562,3 +562,10 @@ def test_autograds_backward_entry_just_before_the_message_is_training():
                   "by PyTorch)\n")[0].phase == "train"  # glued to the message
     # far above the message, it says nothing about this failure
     assert events(cut + "x\n" * 10 + msg)[0].phase == "unknown"
+
+
+def test_time_series_librarys_start_banner_then_a_kill_is_the_first_step():
+    log = ("Use CPU\n>>>>>>>start training : traffic_96_96_iTransformer_custom_M>>>>>>>>>>>>>>>>>>>>>>>>>>\n"
+           "train 12089\nval 1661\n./run.sh: line 24:   633 Killed                  python -u run.py\n")
+    (e,) = events(log)
+    assert (e.kind, e.phase) == ("host_oom", "train")

@@ -176,6 +176,15 @@ KNOWN_GAPS = {
                                                        "as the step",
     "p147-clipinterrogatorext-flavor-chain-12gb.log": "held-out, scored only: an inference tool's 'Flavor chain' bar is "
                                                       "read as a training loop",
+    "p149-hunyuanvideo-xdit-hip-rank3.log": "phase: rank 3's message, then rank 2's traceback (predict): another "
+                                            "rank's frames are not borrowed",
+    "p149-hyavatar-h100-audio-sampling.log": "held-out, scored only: a lone 'Process N has' clause larger than the "
+                                             "card is read as this process",
+    "p149-wan21-t2v13b-vae-pad-12g.log": "held-out, scored only: phase: a VAE's F.pad frames are not read as generation",
+    "p151-bertopic-ngram-probs-terminated-worker.log": "held-out, scored only: joblib's TerminatedWorkerError (a worker "
+                                                       "the OS may have killed) is not read as a host kill",
+    "p151-infinity-rich-wrapped-cotenant.log": "held-out, scored only: a message wrapped over rich's padded console "
+                                               "rows, 'CUDA' on one row and 'out of memory.' on the next",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
                                      "comes from the thread",
 }

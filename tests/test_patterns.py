@@ -91,6 +91,9 @@ EXAMPLES = [
      {"requested_bytes": 640 * MIB, "allocated_bytes": b("9.43", 3), "total_bytes": b("11.59", 3),
       "free_bytes": b("7.12", 2), "gpu_index": 0, "allowed_bytes": None}),
     ("RuntimeError: MPS backend out of memory", "mps_oom", None, {}),
+    ("Error in void faiss::gpu::allocMemorySpaceV(faiss::gpu::MemorySpace, void**, size_t) at "
+     "gpu/utils/MemorySpace.cpp:26: Error: 'err == cudaSuccess' failed: failed to cudaMalloc 2150400000 bytes (error 2 "
+     "out of memory)", "cuda_error", None, {"requested_bytes": 2150400000}),  # faiss before 1.6.x
     ("RuntimeError: [metal::malloc] Attempting to allocate 17179869184 bytes which is greater than the maximum allowed "
      "buffer size of 14302248960 bytes.", "mps_oom", None, {"requested_bytes": 17179869184, "total_bytes": None}),
     # ^ Apple MLX: one buffer over Metal's per-buffer limit (the limit is not the device's memory)

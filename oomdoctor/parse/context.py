@@ -59,6 +59,7 @@ TRAIN_BANNER = lazy(
     r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining [Ss]tarted\b"
     r"|[Ss]tarting training from iteration|\bStart training\b"
     r"|^Epoch \d{1,6}/\d{1,6}\s*$"  # Keras fit() opening an epoch ("Epoch 1/160" on its own line)
+    r"|^>{3,}\s?start training\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
 )
 FRAME = lazy(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'  # CPython; TorchScript's autograd

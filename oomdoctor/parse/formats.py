@@ -247,6 +247,9 @@ FAISS_GPU = lazy(
     r"alloc fail type \w{1,40} dev (?P<gpu>\d{1,4}) space \w{1,20} stream (?:0x)?[0-9a-fA-F]{1,20} size "
     r"(?P<requested>\d{1,20}) bytes \(cudaMalloc error out of memory"
 )
+# faiss before 1.6.x (allocMemorySpaceV): "... 'err == cudaSuccess' failed: failed to cudaMalloc 2150400000 bytes
+# (error 2 out of memory)" - the request, no device.
+FAISS_GPU_OLD = lazy(r"failed to cudaMalloc (?P<requested>\d{1,20}) bytes \(error 2 out of memory\)")
 CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
 # Ray's memory monitor killing work when the node's RAM runs out: "RayOutOfMemoryError: More than 95% of the memory on
 # node n01 is used (59.62 / 62.75 GB)" (Ray 1.x), "ray.exceptions.OutOfMemoryError: Task was killed due to the node

@@ -261,6 +261,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
     MessageFormat("FAISS_GPU", ("cudaMalloc error out of memory",), P.FAISS_GPU, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "gpu_index": int(m["gpu"])}),
+    MessageFormat("FAISS_GPU_OLD", ("failed to cudaMalloc",), P.FAISS_GPU_OLD, "cuda_error", lambda m: {
+        "requested_bytes": int(m["requested"])}),
     MessageFormat("MXNET_CUDA", ("cudaMalloc failed", "cudaMalloc retry failed"), P.MXNET_CUDA, "cuda_error",
                   recognise_only=True),
     MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)",), P.TENSORRT_OOM, "cuda_error",
