@@ -54,15 +54,17 @@ ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"SIGKILL", b"ALLOC_F
 # bad_alloc and the "... to allocate" / "[metal::malloc]" wordings, "Malloc" for the cudaMalloc ones (a line it
 # keeps that no trigger holds is dropped by the event scan, as before).
 COVERING_ANCHORS: tuple[bytes, ...] = (b"alloc", b"Malloc")
+_UNANCHORED: tuple[bytes, ...] = tuple(dict.fromkeys(
+    t.encode() for t in TRIGGERS if not any(a in t.encode() for a in ANCHORS)))
 EXTRA_ANCHORS: tuple[bytes, ...] = tuple(dict.fromkeys(
-    [c for c in COVERING_ANCHORS if any(c in t.encode() for t in TRIGGERS)]
-    + [t.encode() for t in TRIGGERS if not any(a in t.encode() for a in (*ANCHORS, *COVERING_ANCHORS))]))
+    [c for c in COVERING_ANCHORS if any(c in t for t in _UNANCHORED)]
+    + [t for t in _UNANCHORED if not any(c in t for c in COVERING_ANCHORS)]))
 # Lines that are (probably) a failure, not a per-step memory sample: they get the wide window.
 _FAILURE_MARKS: tuple[bytes, ...] = tuple(dict.fromkeys((
     b"out of memory", b"Out of memory", b"Out Of Memory", b"OutOfMemory", b"OOM", b"Killed",
     b"SIGKILL", b"ALLOC_FAILED", b"KV cache", b"can't allocate memory", b"not enough memory",
     b"out-of-memory", b"cache blocks", b"RESOURCE_EXHAUSTED", b"ran out of memory", b"Unable to allocate",
-    b"Fail to alloc memory", b"MemoryError", *EXTRA_ANCHORS,
+    b"Fail to alloc memory", b"MemoryError", *_UNANCHORED,  # the triggers themselves: a cover is too broad here
 )))
 
 
