@@ -77,6 +77,18 @@ def test_a_catalogued_model_is_replayed_with_its_own_architecture(tmp_path):
     assert load(out).config.workload.model == "hf"  # valid as written
 
 
+def _seed(name: str, *modules: str) -> tuple[dict, list[str]]:
+    """What `verify --from` builds for an issue-12 seed log in fixtures/synthetic; skipped without the modules the
+    replay needs (the [verify,integrations] extras)."""
+    import importlib.util
+
+    import pytest
+
+    if missing := [m for m in modules if importlib.util.find_spec(m) is None]:
+        pytest.skip(f"needs {', '.join(missing)} (the [verify,integrations] extras)")
+    return build(str(ROOT / "fixtures" / "synthetic" / f"{name}.log"))
+
+
 def _verify_on_sim(config: dict, fixes: list[str], tmp_path: Path) -> tuple[dict, dict[str, dict]]:
     """Run `oomdoctor verify` on the simulated device with `config` and these fixes: the result and its trials by fix."""
     import json
@@ -96,14 +108,8 @@ def _verify_on_sim(config: dict, fixes: list[str], tmp_path: Path) -> tuple[dict
 def test_a_resnet_log_replays_the_real_network_and_a_smaller_batch_fits(tmp_path):
     # Issue 12's seed "a ResNet-152 at batch 64 with no AMP": the simulated replay of the log reproduces the OOM
     # at the card's limit, and halving the batch fits.
-    import importlib.util
-
-    import pytest
-
-    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
-        pytest.skip("needs torch and transformers (the [verify,integrations] extras)")
-    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-resnet152-batch64-fp32.log"
-    config, notes = build(str(log))
+    config, notes = _seed("syn-resnet152-batch64-fp32", "torch", "transformers")
+    log = ROOT / "fixtures" / "synthetic" / "syn-resnet152-batch64-fp32.log"
     p = config["workload"]["params"]
     assert (config["workload"]["model"], p["config"], p["batch"]) == ("hf", "resnet152", 64) and "seq_len" not in p
     assert any("optimizer: not in the log" in n for n in notes) and not any(n.startswith("width") for n in notes)
@@ -122,14 +128,7 @@ def test_a_7b_vision_language_lora_log_replays_the_real_model_and_half_the_batch
     # Issue 12's seed "a 7B vision-language model on a 40 GB card": LLaVA-1.5-7B (CLIP tower, projector, Llama-2
     # decoder) with LoRA rank 128 at batch 16, as LLaVA's train_mem.py command line says. The replay reproduces the
     # OOM at 39.39 GiB; 8 x 2 (the effective batch kept) fits, as LLaVA's README advises for smaller cards.
-    import importlib.util
-
-    import pytest
-
-    if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "peft")):
-        pytest.skip("needs torch, transformers and peft (the [verify,integrations] extras)")
-    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-llava7b-lora-40g-batch16.log"
-    config, notes = build(str(log))
+    config, notes = _seed("syn-llava7b-lora-40g-batch16", "torch", "transformers", "peft")
     p = config["workload"]["params"]
     assert (config["workload"]["model"], p["config"], config["phase"]) == ("hf", "liuhaotian/llava-v1.5-7b", "train")
     assert (p["batch"], p["grad_accum"], p["seq_len"], p["lora_rank"]) == (16, 1, 2048, 128)
@@ -145,14 +144,7 @@ def test_a_zero3_log_replays_sharded_and_checkpointing_fits(tmp_path):
     # Issue 12's seed "a Llama at 4k tokens under ZeRO-3 without checkpointing": the stage and world size come from
     # DeepSpeed's own config print (zero_optimization_stage ...... 3, world_size ...... 8), the replay reproduces the
     # OOM at the card's limit, and turning on gradient checkpointing fits.
-    import importlib.util
-
-    import pytest
-
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("needs torch (the [verify] extra)")
-    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-zero3-4k-no-ckpt.log"
-    config, _ = build(str(log))
+    config, _ = _seed("syn-zero3-4k-no-ckpt", "torch")
     p = config["workload"]["params"]
     assert (p["zero_stage"], p["world_size"], p["seq_len"], p["batch"]) == (3, 8, 4096, 4)
     assert "gradient_checkpointing" not in p and "gradient-checkpointing" in config["fixes"]
@@ -167,14 +159,7 @@ def test_a_hf_evaluation_that_piles_up_logits_is_replayed_whole_and_eval_accumul
     # loop's bar (14/32) gives the loop's length. The replay reproduces the OOM at the card's limit; moving the
     # logits to the host every batch fits, and a smaller evaluation batch does not (the same samples pile up).
     # The weights load in the run's torch_dtype (bf16).
-    import importlib.util
-
-    import pytest
-
-    if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "peft")):
-        pytest.skip("needs torch, transformers and peft (the [verify,integrations] extras)")
-    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-lora-eval-spike-8xa100.log"
-    config, notes = build(str(log))
+    config, notes = _seed("syn-lora-eval-spike-8xa100", "torch", "transformers", "peft")
     p = config["workload"]["params"]
     assert (config["workload"]["model"], p["eval_batch"], p["eval_batches"]) == ("hf", 8, 32)
     assert "eval_accumulation_steps" not in p and any("32 batches" in n for n in notes) and p["dtype"] == "bfloat16"
@@ -187,14 +172,7 @@ def test_a_hf_evaluation_that_piles_up_logits_is_replayed_whole_and_eval_accumul
 
 
 def test_a_grpo_log_replays_generation_with_the_real_architecture():
-    import importlib.util
-
-    import pytest
-
-    if importlib.util.find_spec("transformers") is None:
-        pytest.skip("needs transformers (the [integrations] extra)")
-    log = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "syn-grpo-generations.log"
-    config, _ = build(str(log))
+    config, _ = _seed("syn-grpo-generations", "transformers")
     p = config["workload"]["params"]
     assert (config["phase"], config["workload"]["model"], p["config"]) == ("generate", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
     assert (p["num_generations"], p["max_new_tokens"], p["generate_in_training"], p["eval_batch"]) == (4, 1024, True, 4)
