@@ -184,16 +184,16 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
                 out = forward(batch)
                 if (kept > 1 or world > 1) and getattr(out, "logits", None) is not None:
                     # HF Trainer's evaluation loop gathers every rank's logits onto each rank (all_gather: the
-                    # output is world x this rank's), then joins them to the batches before (nested_concat): the
-                    # last batch runs on top of the others', then old pile, gathered logits and the joined copy
-                    # coexist.
-                    logits = out.logits
-                    del out
-                    pile = logits.new_empty((logits.shape[0] * world * (kept - 1), *logits.shape[1:]))
-                    del logits
-                    out = forward(batch)
+                    # output is world x this rank's), then joins them to the batches before (nested_concat).
+                    pile = None
+                    if kept > 1:  # the last batch runs on top of the earlier batches' pile: run it again so
+                        logits = out.logits
+                        del out
+                        pile = logits.new_empty((logits.shape[0] * world * (kept - 1), *logits.shape[1:]))
+                        del logits
+                        out = forward(batch)
                     gathered = torch.cat([out.logits] * world) if world > 1 else out.logits
-                    if kept > 1:  # the first batch after a move to the host is kept as it is, not joined
+                    if pile is not None:  # old pile, gathered logits and the joined copy coexist
                         pile = torch.cat([pile, gathered])
                     del pile, gathered
             del out, batch
