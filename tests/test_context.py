@@ -569,3 +569,15 @@ def test_time_series_librarys_start_banner_then_a_kill_is_the_first_step():
            "train 12089\nval 1661\n./run.sh: line 24:   633 Killed                  python -u run.py\n")
     (e,) = events(log)
     assert (e.kind, e.phase) == ("host_oom", "train")
+
+
+def test_a_bar_after_a_loading_banner_is_the_training_loops_when_the_frames_show_training():
+    load = "Loading checkpoint shards: 100%|##########| 2/2 [00:07<00:00,  3.52s/it]\n"
+    bar = "  0%|          | 0/1563 [00:00<?, ?it/s]\n"
+    train = _tb(("/usr/lib/python3/site-packages/transformers/trainer.py", "training_step"),
+                ("/usr/lib/python3/site-packages/torch/_tensor.py", "backward"))
+    (e,) = events(load + bar + train + MSG)
+    assert (e.phase, e.step) == ("train", 0)
+    # without training frames the bar may be a data-processing one: no step is claimed
+    (e,) = events(load + bar + MSG)
+    assert e.step is None

@@ -146,8 +146,6 @@ KNOWN_GAPS = {
                                          "name no phase we read; the sidecar says eval (inference)",
     "p133-tabbyapi-model-switch-scratch-wrapped.log": "held-out, scored only: Docker Compose's service prefix inside a "
                                                       "wrapped message hides its later figures",
-    "syn-llava7b-lora-40g-batch16.log": "step: an unlabelled bar after a model-loading banner is not taken for the "
-                                        "training loop's, even when training frames follow",
     "p137-video2x-caffe-five-threads.log": "two processes' Caffe failures four lines apart are read as one: glog's "
                                            "thread id is not compared",
     "p137-wanwrapper-highvram-lora-h100.log": "phase: a diffusion sampler's 'Sampling 81 frames ... 25 steps' banner and "

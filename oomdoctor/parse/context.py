@@ -192,6 +192,20 @@ def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[in
     return None
 
 
+def bar_after_load_banner(markers: Markers, idx: int, rank: int | None, source: str) -> Value | None:
+    """The last progress bar between the set-up banner nearest before lines[idx] and the failure. After a model-
+    loading banner an unlabelled bar may be a data-processing one, so it is taken for the training loop's only when
+    the traceback shows training (the caller's decision)."""
+    b_idx, banners, s_idx, steps = markers.for_rank(rank)
+    k = bisect_left(b_idx, idx) - 1
+    if k < 0 or banners[k].kind != "init":
+        return None
+    for s in reversed(steps[bisect_right(s_idx, banners[k].idx) : bisect_left(s_idx, idx + 1)]):
+        if s.bar:
+            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx]))
+    return None
+
+
 class Progress(NamedTuple):
     """What the log printed before a failure: the last training step, a banner's phase, and whether training
     had started (a "training started" marker with no step logged after it means the first step failed)."""

@@ -437,6 +437,8 @@ class _EventReader:
         if op:
             evidence["operation"] = ctx._ev(source, op.line)
         phase, phase_ev = self._phase(hit, frames, step, banner_phase, banner_ev, started, evidence["message"])
+        if step is None and banner_phase == "init" and phase == "train":  # the frames show training: its bar
+            step = ctx.bar_after_load_banner(self.markers, hit.idx, rank, source)
         if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames):
             step = None  # the bar that was running counts an inference loop's inputs, not training steps
         if started and phase == "train":  # failed before any logged step (the banner may say where it starts)
