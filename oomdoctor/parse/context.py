@@ -192,20 +192,6 @@ def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[in
     return None
 
 
-def bar_after_load_banner(markers: Markers, idx: int, rank: int | None, source: str) -> Value | None:
-    """The last progress bar between the set-up banner nearest before lines[idx] and the failure. After a model-
-    loading banner an unlabelled bar may be a data-processing one, so it is taken for the training loop's only when
-    the traceback shows training (the caller's decision)."""
-    b_idx, banners, s_idx, steps = markers.for_rank(rank)
-    k = bisect_left(b_idx, idx) - 1
-    if k < 0 or banners[k].kind != "init":
-        return None
-    for s in reversed(steps[bisect_right(s_idx, banners[k].idx) : bisect_left(s_idx, idx + 1)]):
-        if s.bar:
-            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx]))
-    return None
-
-
 class Progress(NamedTuple):
     """What the log printed before a failure: the last training step, a banner's phase, and whether training
     had started (a "training started" marker with no step logged after it means the first step failed)."""
@@ -214,6 +200,9 @@ class Progress(NamedTuple):
     banner_phase: str | None
     banner: Evidence | None
     started: Evidence | None
+    # the last unlabelled bar after a set-up banner: maybe a data-processing one, so not the step; the training
+    # loop's when the traceback shows training (the caller decides)
+    bar_after_setup: Value | None = None
 
 
 class Step(NamedTuple):
@@ -307,7 +296,9 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
             if not s.bar or (train_total is not None and s.total == train_total) or (
                     banner.kind == "init" and _labelled_bar(lines[s.idx].text)):
                 return Progress(Value(value=s.n, evidence=_ev(source, lines[s.idx])), None, None, None)
-        return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None)
+        bar = steps[hi - 1] if banner.kind == "init" and hi > lo else None  # every step there is an unlabelled bar
+        return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None,
+                        Value(value=bar.n, evidence=_ev(source, lines[bar.idx])) if bar else None)
     if started is not None:
         after = bisect_left(s_idx, idx) - bisect_right(s_idx, started) > 0
         if after:

@@ -424,7 +424,8 @@ class _EventReader:
         first = lines[hit.idx]
         detail = dict(f.pop("detail", {}) or {})  # the cached figures are shared: never mutate their detail
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
-        step, banner_phase, banner_ev, started = ctx.step_and_banner(self.markers, hit.idx, rank, source)
+        step, banner_phase, banner_ev, started, bar_after_setup = ctx.step_and_banner(self.markers, hit.idx, rank,
+                                                                                      source)
         if step is None and banner_phase is None:
             step = ctx.bar_right_after(self.markers, hit.end, rank, source)
             started = None if step else started
@@ -437,8 +438,8 @@ class _EventReader:
         if op:
             evidence["operation"] = ctx._ev(source, op.line)
         phase, phase_ev = self._phase(hit, frames, step, banner_phase, banner_ev, started, evidence["message"])
-        if step is None and banner_phase == "init" and phase == "train":  # the frames show training: its bar
-            step = ctx.bar_after_load_banner(self.markers, hit.idx, rank, source)
+        if step is None and phase == "train":  # the frames show training: the bar after the set-up banner is its loop's
+            step = bar_after_setup
         if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames):
             step = None  # the bar that was running counts an inference loop's inputs, not training steps
         if started and phase == "train":  # failed before any logged step (the banner may say where it starts)
