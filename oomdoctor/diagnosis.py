@@ -43,13 +43,18 @@ class Diagnosis(Frozen):
     fixes: tuple[Fix, ...] = ()
 
 
+def first_event_diagnoses(diagnoses: Sequence[Diagnosis]) -> list[Diagnosis]:
+    """The diagnoses of the event the report leads with (that of the first, best-ranked diagnosis), best first."""
+    return [d for d in diagnoses if d.event_index == diagnoses[0].event_index] if diagnoses else []
+
+
 def fixes_to_try(diagnoses: Sequence[Diagnosis]) -> tuple[str, ...]:
     """Fix ids for the first event, in the order to try them. When one cause is called primary, its fixes come
     first. When none is (several causes fit, as for a bare message), the first fix of each candidate cause comes
     first, in rank order, then each cause's second: three tries then test three causes, not one cause thrice."""
     if not diagnoses:
         return ()
-    mine = [d for d in diagnoses if d.event_index == diagnoses[0].event_index]
+    mine = first_event_diagnoses(diagnoses)
     if mine[0].role == "primary":
         return tuple(dict.fromkeys(f.id for d in mine for f in d.fixes))
     ordered: dict[str, None] = {}

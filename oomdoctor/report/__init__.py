@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oomdoctor.diagnosis import Report
+from oomdoctor.diagnosis import Report, first_event_diagnoses
 
 FORMATS = ("text", "markdown", "json", "html")
 TRY_FIRST_SHOWN = 3
@@ -14,8 +14,7 @@ def try_first(report: Report) -> tuple[str, ...]:
     only one fix to try."""
     if not report.diagnoses or report.diagnoses[0].role == "primary" or len(report.fixes_to_try) < 2:
         return ()
-    first_event = report.diagnoses[0].event_index
-    if len({d.category for d in report.diagnoses if d.event_index == first_event}) < 2:
+    if len({d.category for d in first_event_diagnoses(report.diagnoses)}) < 2:
         return ()
     return report.fixes_to_try[:TRY_FIRST_SHOWN]
 
