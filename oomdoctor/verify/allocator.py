@@ -241,7 +241,6 @@ class CachingAllocator:
         self.segments = 0
         self.segments_allocated = 0  # c10's segment.all.allocated: every cudaMalloc'd segment, released or not
         self._next_addr = VA_TOP  # cudaMalloc hands out successive segments at lower addresses (seen on an H200)
-        self._seg_ids = 0
         self.expandable = (ExpandableSegment(True, self), ExpandableSegment(False, self)) \
             if self.conf.expandable_segments else None
 
@@ -289,10 +288,9 @@ class CachingAllocator:
 
     def _new_segment(self, alloc_size: int, small: bool) -> Block:
         self.segments += 1
-        self.segments_allocated += 1
-        self._seg_ids += 1
+        self.segments_allocated += 1  # also the segment's id (negative for the small pool)
         self._next_addr -= alloc_size
-        block = Block(alloc_size, self._next_addr, -self._seg_ids if small else self._seg_ids)
+        block = Block(alloc_size, self._next_addr, -self.segments_allocated if small else self.segments_allocated)
         self.reserved += alloc_size
         self.peak_reserved = max(self.peak_reserved, self.reserved)
         return block
