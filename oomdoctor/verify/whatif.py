@@ -88,6 +88,7 @@ def _events(data: dict[str, Any], device: int) -> tuple[list[tuple[str, int, int
     oom = trace[k]
     if oom.get("device_free") is None:
         raise NoTrace("the oom entry does not record the device's free memory: the capacity is unknown")
+    requested = int(oom.get("size") or 0)
     frees = "free_completed" if any(e.get("action") == "free_completed" for e in trace) else "free_requested"
     allocated_in_trace = {e.get("addr") for e in trace if e.get("action") == "alloc"}
     live: dict[int, int] = {}  # addr -> replay id
@@ -122,7 +123,7 @@ def _events(data: dict[str, Any], device: int) -> tuple[list[tuple[str, int, int
     ids = {a: -1 - i for i, a in enumerate(sorted(pre))}  # pre-existing blocks, placed first in address order
     head = [("a", ids[a], pre[a]) for a in sorted(pre)]
     replayed = head + [(kind, ids[i[1]] if isinstance(i, tuple) else i, n) for kind, i, n in events]
-    replayed.append(("a", next_id, int(oom.get("size") or 0)))
+    replayed.append(("a", next_id, requested))
     reserved_dump = sum(int(s.get("total_size", 0)) for s in data.get("segments") or ()
                         if isinstance(s, dict) and int(s.get("device", 0)) == device)
     after = trace[k + 1:]
@@ -130,11 +131,11 @@ def _events(data: dict[str, Any], device: int) -> tuple[list[tuple[str, int, int
     shrunk = sum(int(e.get("size") or 0) for e in after if e.get("action") in SEGMENT_SHRINK)
     reserved_at_oom = reserved_dump - grown + shrunk
     device_free = int(oom["device_free"])
-    if device_free >= allocation_size(int(oom.get("size") or 0)) + DRIVER_SLACK:
-        # the driver had room for the segment: a cap below the device (a memory fraction) refused it. The smallest
-        # cap the trace is consistent with is the most PyTorch held before the failure; replay under that.
-        return replayed, int(oom.get("size") or 0), _peak_reserved(trace[:k], reserved_at_oom), k, len(pre), device_free
-    return replayed, int(oom.get("size") or 0), reserved_at_oom + device_free, k, len(pre), None
+    # the driver had room for the segment: a cap below the device (a memory fraction) refused it. The smallest cap
+    # the trace is consistent with is the most PyTorch held before the failure; replay under that.
+    capped = device_free >= allocation_size(requested) + DRIVER_SLACK
+    capacity = _peak_reserved(trace[:k], reserved_at_oom) if capped else reserved_at_oom + device_free
+    return replayed, requested, capacity, k, len(pre), device_free if capped else None
 
 
 def _peak_reserved(before: list[dict[str, Any]], reserved_at_oom: int) -> int:
