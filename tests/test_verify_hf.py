@@ -210,3 +210,22 @@ def test_an_evaluation_gathers_every_ranks_logits_before_keeping_them():
     # moved to the host every batch: only the gather is left on top of one batch
     moved = _replay(phase="eval", eval_batch=2, eval_batches=4, eval_world_size=4, eval_accumulation_steps=1)
     assert moved["unlimited_peak_allocated_bytes"] < one
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_resident_adam_states_match_what_torch_adamw_creates(lora_rank):
+    """The states an evaluation or a rollout finds resident are torch.optim.AdamW's own after a step: in each
+    trainable parameter's dtype (bf16 full fine-tuning keeps bf16 moments, fp32 LoRA adapters fp32 ones)."""
+    from oomdoctor.verify.hfmodel import _optimizer_states, build
+    from oomdoctor.verify.params import HFParams
+
+    model = build(HFParams(config=TINY_LLAMA, dtype="bfloat16", lora_rank=lora_rank), torch.device("cpu"))
+    for q in model.parameters():
+        if q.requires_grad:
+            q.data.normal_()
+            q.grad = torch.zeros_like(q)
+    optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad])
+    optimizer.step()
+    real = [t for state in optimizer.state.values() for k, t in state.items() if k != "step"]
+    ours = _optimizer_states(model, "adamw")
+    assert sorted((t.dtype, t.numel()) for t in ours) == sorted((t.dtype, t.numel()) for t in real)

@@ -61,7 +61,9 @@ def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> An
 
             lora = peft.LoraConfig(r=p.lora_rank, lora_alpha=2 * p.lora_rank, lora_dropout=p.lora_dropout,
                                    target_modules=list(p.lora_targets))
-            model = peft.get_peft_model(model, lora)
+            with warnings.catch_warnings():  # peft asks transformers a property it deprecated: not the user's to fix
+                warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+                model = peft.get_peft_model(model, lora)
     model = model.to_empty(device=device)
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()
@@ -69,11 +71,11 @@ def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> An
 
 
 def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
-    """What a mid-training optimizer holds: two fp32 moments per parameter for AdamW, none for SGD."""
+    """What a mid-training optimizer holds: two moments per trainable parameter for AdamW, in the parameter's own
+    dtype as torch.optim.AdamW creates them (bf16 weights, bf16 moments; fp32 adapters, fp32 moments); none for SGD."""
     if optimizer != "adamw":
         return []
-    return [torch.zeros_like(q, dtype=torch.float32) for q in model.parameters() if q.requires_grad
-            for _ in range(2)]
+    return [torch.zeros_like(q) for q in model.parameters() if q.requires_grad for _ in range(2)]
 
 
 def _optimizer(model: Any, name: str) -> Any:
