@@ -581,3 +581,47 @@ def test_a_bar_after_a_loading_banner_is_the_training_loops_when_the_frames_show
     # without training frames the bar may be a data-processing one: no step is claimed
     (e,) = events(load + bar + MSG)
     assert e.step is None
+
+
+def test_a_bar_without_its_percentage_still_counts_the_step():
+    # tqdm with a bar_format that drops the percentage shows its elapsed/remaining time instead
+    bar = "[Train] [Epoch 1/20] |▏                   | 1316/181580 [23:54<42:25:21,  1.18batch/s, loss=110.3]\n"
+    (e,) = events(bar + MSG)
+    assert (e.step, e.phase) == (1316, "train")
+    # a markdown table row or a ratio between pipes is not a bar: no elapsed time follows it
+    (e,) = events("| layers | 24/32 [frozen] |\n" + MSG)
+    assert e.step is None
+
+
+def test_peft_readying_a_quantized_base_is_set_up_not_training():
+    frames = ('Traceback (most recent call last):\n  File "finetune.py", line 40, in <module>\n    main()\n'
+              '  File "/usr/local/lib/python3.11/site-packages/peft/utils/other.py", line 81, in '
+              'prepare_model_for_kbit_training\n    param.data = param.data.to(torch.float32)\n')
+    (e,) = events(frames + MSG)
+    assert e.phase == "init"
+
+
+RAY_KILL = ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+            "Memory on the node (IP: 10.0.0.2, ID: 0a1b) where the task (actor ID: 5b17, name=WorkerDict.__init__, "
+            "pid=4100606, memory used=56.57GB) was running was 1900.12GB / 2000.00GB (0.95), which exceeds the "
+            "memory usage threshold of 0.95. Ray killed this worker (ID: 9c2d) because it was the most recently "
+            "scheduled task.\nThe top 10 memory consumers are:\n\nPID\tMEM(GB)\tCOMMAND\n")
+
+
+def test_the_killed_ray_workers_method_names_the_phase():
+    rows = ("4100605\t56.36\tray::WorkerDict.update_actor\n"
+            "4100606\t56.57\tray::WorkerDict.actor_rollout_generate_sequences\n")
+    (e,) = events(RAY_KILL + rows)
+    assert (e.kind, e.phase) == ("host_oom", "generate")
+    # the table's other workers do not speak for the killed one
+    (e,) = events(RAY_KILL + "4100605\t56.36\tray::WorkerDict.actor_rollout_generate_sequences\n")
+    assert e.phase == "unknown"
+
+
+def test_a_ray_task_errors_header_names_the_phase_of_the_remote_task():
+    header = ("(main_task pid=21) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+              "ray::WorkerDict.actor_rollout_generate_sequences() (pid=2396579, ip=10.0.0.12)\n")
+    (e,) = events("(main_task pid=21) " + MSG + header)
+    assert e.phase == "generate"
+    (e,) = events(MSG + "ray.exceptions.RayTaskError: ray::SharedStorage.get_info() (pid=17985, ip=10.0.0.12)\n")
+    assert e.phase == "unknown"  # a method that names no phase says nothing

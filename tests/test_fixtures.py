@@ -87,8 +87,6 @@ KNOWN_GAPS = {
     "p100-cutagi-resnet-batchsize-realloc-leak.log": "step: an epoch-level bar's count ('Epoch 4/10 ... 4/10') is read as "
                                                      "the step",
     "p100-marian-save-adam-bad-alloc.log": "step/phase: Marian's 'Up. 50000' progress and 'Saving model' banners are not read",
-    "p98-toolrl-ray-rollout-softmax-3090.log": "phase: a Ray worker line naming actor_rollout_generate_sequences after "
-                                              "the message is not read as generate",
     "p100-ssdtf-laptop-create-model-bad-alloc.log": "held-out, scored only: a 'Creating the model...' line is not read as init",
     "p100-t2t-eval-bad-alloc.log": "held-out, scored only: save lines then an evaluation banner read as save; the restored "
                                    "checkpoint's step is not read",
@@ -181,6 +179,11 @@ KNOWN_GAPS = {
     "p149-wan21-t2v13b-vae-pad-12g.log": "held-out, scored only: phase: a VAE's F.pad frames are not read as generation",
     "p151-bertopic-ngram-probs-terminated-worker.log": "held-out, scored only: joblib's TerminatedWorkerError (a worker "
                                                        "the OS may have killed) is not read as a host kill",
+    "p153-neuralplexer-6gb-triangle-softmax.log": "held-out, scored only: phase: a structure-sampling call chain "
+                                                  "(frames as bare 'file line function' rows) is not read as inference",
+    "p154-noisyrollout-a800-raylet-after-rollout-sleep.log": "held-out, scored only: Ray's raylet line '1 Workers "
+                                                             "(tasks / actors) killed due to memory pressure (OOM)' is "
+                                                             "not a host kill the reader knows",
     "p151-infinity-rich-wrapped-cotenant.log": "held-out, scored only: a message wrapped over rich's padded console "
                                                "rows, 'CUDA' on one row and 'out of memory.' on the next",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "

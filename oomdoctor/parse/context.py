@@ -16,8 +16,10 @@ from oomdoctor.units import UnitError, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
 TQDM = lazy(
-    r"(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
-)  # with bar glyphs, or without them (a notebook's plain-text tqdm: "63% 34/54 [00:42<00:25")
+    r"(?:(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
+    r"|\|[^|\n]{1,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d{1,4}:\d\d)"
+)  # with bar glyphs, or without them (a notebook's plain-text tqdm: "63% 34/54 [00:42<00:25"); a bar_format
+# without the percentage ("|▏    | 1316/181580 [23:54<42:25:21") shows its elapsed time instead
 # Lightning's bars count batches within the epoch: tqdm "Epoch 1:  40%|####  | 4/10" and Rich "Epoch 1/2 ━━━ 4/10".
 LIGHTNING = lazy(
     r"^Epoch (?P<epoch>\d{1,20})(?::\s{0,4}\d{1,3}%\|[^|\n]{0,160}\||/\d{1,20}\s{1,4}[━╸╺─ ]{0,400})\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})"
@@ -113,6 +115,8 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "load_model", "_load_state_dict_into_meta_model", "build_model", "get_model", "create_model",
         "_configure_optimizer", "_configure_zero_optimizer", "_configure_basic_optimizer", "setup_model_and_optimizer",
         "init_weights", "_init_weights", "from_config", "model_init", "initialize_optimizer_states",
+        # peft readying a (quantized) base for adapters: its names say "training", but no step has run
+        "prepare_model_for_kbit_training", "prepare_model_for_int8_training", "prepare_model_for_training",
         "_cuda_deserialize", "default_restore_location",  # torch.load restoring a checkpoint's tensors onto the GPU
         "__init__",  # a model's, dataset's or trainer's constructor: set-up (a train/eval frame inside it still wins)
         # the data prepared before the first step (tokenised, featurised, cached)
@@ -152,7 +156,7 @@ def step_of(line: Line) -> StepCount | None:
     if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
-    if "%" in text and "/" in text:
+    if ("%" in text or "|" in text) and "/" in text:
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
             return None
@@ -181,7 +185,7 @@ def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[in
             continue
         text = ln.text
         banner = bool(EVAL_BANNER.search(text))
-        bars = list(TQDM.finditer(text)) if "%" in text and "/" in text else []
+        bars = list(TQDM.finditer(text)) if ("%" in text or "|" in text) and "/" in text else []
         named = bool(bars) and bool(EVAL_BAR.search(text))
         if bars and int(bars[-1]["total"]) >= int(bars[-1]["n"]) and nearest is None and (not banner or named):
             nearest = int(bars[-1]["n"]), int(bars[-1]["total"]), ln
@@ -701,6 +705,29 @@ def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
     if phase not in ("eval", "generate") or not frames or frames[0][0] != "<module>":
         return False
     return not any("train" in _phase_of_name(func.rsplit(".", 1)[-1]) for func, _ in frames)
+
+
+# Ray names the remote task a failure came from: its task error's header ("ray::WorkerDict.generate_sequences()
+# (pid=2396579, ...)", printed around the traceback), or, when its memory monitor killed a worker, the table of top
+# memory users row of the killed pid ("4100606  56.57  ray::WorkerDict.actor_rollout_generate_sequences"). The
+# method is the phase (an actor's own name, "WorkerDict.__init__", is only how it was created).
+RAY_TASK_HEADER = lazy(r"\bray::(?:\w{1,80}\.)?(?P<method>\w{1,120})\(\)\s\(pid=")
+RAY_KILLED_PID = lazy(r"\bpid=(?P<pid>\d{1,10}), memory used=")
+RAY_WORKER_ROW = lazy(r"^\s{0,8}(?P<pid>\d{1,10})\s{1,8}\S{1,16}\s{1,8}ray::(?:\w{1,80}\.)?(?P<method>\w{1,120})")
+RAY_LINES_BEFORE, RAY_LINES_AFTER = 3, 40
+
+
+def ray_task_phase(lines: Sequence[Line], idx: int, end: int) -> Witness | None:
+    """The phase named by the Ray task a failure came from: the task error's header, else the killed worker's row."""
+    near = lines[max(0, idx - RAY_LINES_BEFORE) : end + RAY_LINES_AFTER]
+    header = next((ln for ln in near if "ray::" in ln.text and RAY_TASK_HEADER.search(ln.text)), None)
+    pid = next((m["pid"] for ln in lines[idx : end + 3] if (m := RAY_KILLED_PID.search(ln.text))), None)
+    row = next((ln for ln in near if pid and (m := RAY_WORKER_ROW.match(ln.text)) and m["pid"] == pid), None)
+    for ln, pattern in ((header, RAY_TASK_HEADER), (row, RAY_WORKER_ROW)):
+        m = pattern.search(ln.text) if ln else None
+        if ln and m and (phases := _phase_of_name(m["method"])):
+            return Witness(phases[0], ln)
+    return None
 
 
 # XLA names the jitted function in its op names: "pjit(train_step)", "jit(eval_step)/..."

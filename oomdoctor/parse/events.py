@@ -506,6 +506,8 @@ class _EventReader:
             return pf.value, ctx._ev(self.source, pf.line)
         if (bar := ctx.eval_bar_right_after(self.lines, hit.end, first.rank)) is not None:
             return "eval", ctx._ev(self.source, bar)
+        if (ray := ctx.ray_task_phase(self.lines, hit.idx, hit.end)) is not None:
+            return ray.value, ctx._ev(self.source, ray.line)
         if hit.kind == "kv_cache":  # vLLM sizes its KV cache while the engine starts
             return "init", message_ev
         if step:  # no traceback, no banner: the last thing the log shows is training progress
