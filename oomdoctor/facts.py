@@ -46,6 +46,7 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "zero_stage": ("int", "DeepSpeed ZeRO stage"),
     "num_generations": ("int", "RL: completions generated per prompt"),
     "max_completion_length": ("int", "generation: most tokens decoded per completion"),
+    "max_prompt_length": ("int", "RL/generation: longest prompt kept (tokens)"),
     "world_size": ("int", "number of ranks"),
     "model_name": ("str", "model name or path as printed"),
     "optimizer": ("str", "optimizer name as printed"),

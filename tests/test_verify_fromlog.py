@@ -171,6 +171,22 @@ def test_a_hf_evaluation_that_piles_up_logits_is_replayed_whole_and_eval_accumul
     assert by_fix["smaller-eval-batch"]["oom"] is True  # the same samples pile up in twice as many batches
 
 
+def test_a_grpo_policy_update_log_replays_the_log_prob_pass_and_checkpointing_fits(tmp_path):
+    # Issue 12's seed "a GRPO run with 4 generations x batch 4": TRL's GRPO update computes the completions'
+    # log-probs from the policy's logits (prompt 512 + completion 1024 tokens, 4 completions per device) with no
+    # activation checkpointing on a 24 GB card. The replay reproduces the OOM at the card's limit; turning on
+    # gradient checkpointing (one of the fixes the diagnosis proposes) fits.
+    config, notes = _seed("syn-grpo-4x4-logps-4090", "torch", "transformers")
+    p = config["workload"]["params"]
+    assert (config["phase"], config["workload"]["model"], p["config"]) == ("train", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
+    assert (p["batch"], p["seq_len"], p["completion_len"], p["dtype"]) == (4, 1536, 1024, "bfloat16")
+    assert "gradient_checkpointing" not in p and any(n.startswith("RL update") for n in notes)
+    assert "gradient-checkpointing" in config["fixes"]
+    result, by_fix = _verify_on_sim(config, ["gradient-checkpointing"], tmp_path)
+    assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
+    assert by_fix["gradient-checkpointing"]["fits"] is True
+
+
 def test_a_grpo_log_replays_generation_with_the_real_architecture():
     config, _ = _seed("syn-grpo-generations", "transformers")
     p = config["workload"]["params"]

@@ -229,3 +229,15 @@ def test_resident_adam_states_match_what_torch_adamw_creates(lora_rank):
     real = [t for state in optimizer.state.values() for k, t in state.items() if k != "step"]
     ours = _optimizer_states(model, "adamw")
     assert sorted((t.dtype, t.numel()) for t in ours) == sorted((t.dtype, t.numel()) for t in real)
+
+
+def test_a_policy_update_keeps_only_the_completions_logits():
+    # TRL's GRPO update: logits for the completion only, in the weights' dtype, one sequence's log-softmax at a
+    # time; the causal-LM loss upcasts every position's logits to fp32. Same model, batch and sequence.
+    common = {"dtype": "bfloat16", "batch": 4, "seq_len": 512, "steps": 1}
+    lm = _replay(**common)["unlimited_peak_allocated_bytes"]
+    half = _replay(**common, completion_len=256)["unlimited_peak_allocated_bytes"]
+    short = _replay(**common, completion_len=64)["unlimited_peak_allocated_bytes"]
+    assert short < half < lm
+    with pytest.raises(Exception, match="leaves no prompt"):
+        _replay(**common, completion_len=512)

@@ -64,6 +64,18 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
     if d.get("per_device_eval_batch_size"):
         params["eval_batch"] = d["per_device_eval_batch_size"]
     kept = _kept_eval_outputs(d, event.phase, notes)
+    if event.phase == "train" and (d.get("num_generations") or 0) > 1 and d.get("max_completion_length"):
+        # an RL policy update (GRPO/RLOO): log-probs over the completions of prompt + completion sequences
+        completion = d["max_completion_length"]
+        params["completion_len"] = completion
+        if d.get("max_prompt_length"):
+            params["seq_len"] = d["max_prompt_length"] + completion
+        else:
+            params["seq_len"] = max(params["seq_len"], completion + 1)
+            notes.append(f"RL update: the prompt length is not in the log, sequences assumed {params['seq_len']} "
+                         "tokens in all")
+        notes.append(f"RL update: {params['batch']} completions of {completion} tokens after the prompt, their "
+                     "log-probs from the policy's logits (every completion at its longest)")
     if event.phase == "generate":
         if d.get("max_completion_length"):
             params["max_new_tokens"] = d["max_completion_length"]
@@ -155,14 +167,14 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
         hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
-                "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training"):
+                "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training", "completion_len"):
         if key in params:
             hf[key] = params[key]
     printed = str(d.get("optimizer") or "").lower()
     optimizer = next((ours for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("adam", "adamw"))
                       if word in printed), None)
     hf["optimizer"] = optimizer or "adamw"  # written out even when assumed: the config says what was replayed
-    notes = [] if optimizer else ["optimizer: not in the log, assumed AdamW (two fp32 moments per parameter)"]
+    notes = [] if optimizer else ["optimizer: not in the log, assumed AdamW (two moments per parameter, in its dtype)"]
     if d.get("model_dtype"):  # the weights as loaded (torch_dtype)
         hf["dtype"] = d["model_dtype"]
     elif "lora_rank" in params and "autocast" in params:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -97,6 +98,26 @@ def _token_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[in
     return make
 
 
+SAMPLING_TEMPERATURE = 0.9  # any value: dividing by it makes a copy of the logits, as the trainer's division does
+
+
+def _policy_update_forward(model: Any, completion_len: int) -> Callable[[dict[str, Any]], Any]:
+    """An RL policy update's forward and loss as TRL's GRPO trainer computes them: logits for the completion only
+    (`logits_to_keep`), in the weights' dtype, divided by the sampling temperature, then each sequence's log-softmax
+    in turn (its saved output stays for backward), the sampled tokens' log-probs weighted by their advantages."""
+
+    def forward(batch: dict[str, Any]) -> Any:
+        ids = batch["input_ids"]
+        logits = model(input_ids=ids, logits_to_keep=completion_len + 1, use_cache=False).logits[:, :-1, :]
+        logits = logits / SAMPLING_TEMPERATURE
+        chosen = ids[:, -completion_len:]
+        logps = torch.stack([torch.log_softmax(row, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+                             for row, tokens in zip(logits, chosen)])
+        advantages = torch.ones(ids.shape[0], 1, device=ids.device, dtype=logps.dtype)
+        return types.SimpleNamespace(loss=-(logps * advantages).mean())
+    return forward
+
+
 def _image_text_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[int], dict[str, Any]]:
     """A LLaVA-style batch: one image per sample, its patch tokens first in the ids (as the processor expands the
     image placeholder), then text to `seq_len` in all; the loss covers the text only."""
@@ -153,6 +174,10 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
               else _token_inputs)(model, p, device)
     forward = ((lambda batch: _image_text_forward(model, batch)) if kind in VISION_LANGUAGE
                else (lambda batch: model(**batch)))
+    if p.completion_len and phase == "train":
+        if kind in IMAGE_CLASSIFIERS or kind in VISION_LANGUAGE:
+            raise ValueError("completion_len (an RL policy update) is replayed for causal LMs only")
+        forward = _policy_update_forward(model, p.completion_len)
 
     if phase == "train":
         if p.gradient_checkpointing:

@@ -110,6 +110,10 @@ class HFParams(BaseModel):
     max_new_tokens: int = Field(256, ge=1, description="generate: tokens decoded after the seq_len-token prompt")
     generate_in_training: bool = Field(False, description="generate: an RL rollout between optimizer steps (the "
                                                           "optimizer's states stay on the device)")
+    completion_len: int | None = Field(None, ge=1, description="train: an RL policy update (TRL's GRPO): log-probs "
+                                       "of the last completion_len tokens of each seq_len-token sequence only, from "
+                                       "logits in the weights' dtype, one sequence's log-softmax at a time; unset: "
+                                       "the causal-LM loss over every token")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
@@ -121,6 +125,13 @@ class HFParams(BaseModel):
                                     description="module names LoRA adapts (peft's target_modules)")
     image_size: int | None = Field(None, ge=1, description="image side for an image classifier (default: the "
                                                            "config's image_size, else 224); seq_len is unused there")
+
+    @model_validator(mode="after")
+    def _check(self) -> HFParams:
+        if self.completion_len is not None and self.completion_len >= self.seq_len:
+            raise ValueError(f"completion_len {self.completion_len} leaves no prompt in seq_len {self.seq_len} "
+                             "(seq_len counts prompt and completion)")
+        return self
 
     @property
     def effective_batch(self) -> int:
