@@ -625,3 +625,12 @@ def test_a_ray_task_errors_header_names_the_phase_of_the_remote_task():
     assert e.phase == "generate"
     (e,) = events(MSG + "ray.exceptions.RayTaskError: ray::SharedStorage.get_info() (pid=17985, ip=10.0.0.12)\n")
     assert e.phase == "unknown"  # a method that names no phase says nothing
+
+
+def test_a_script_reporting_a_part_loaded_is_still_setting_up_when_the_host_kills_it():
+    (e,) = events("Update diffusion transformer\nloaded 3D transformer's pretrained weights from /models/dit ...\n"
+                  "Killed\n")
+    assert (e.kind, e.phase) == ("host_oom", "init")
+    # a training step logged after the load line: the load is over, the kill came in training
+    (e,) = events("loaded the model weights from /models/dit\n{'loss': 1.2, 'step': 40}\nKilled\n")
+    assert e.phase != "init"
