@@ -22,6 +22,36 @@ def test_config_carries_the_runs_facts_and_names_its_assumptions():
     assert any(n.startswith("seq_len: not in the log, assumed") for n in notes)
 
 
+def test_every_written_value_says_where_it_came_from(tmp_path):
+    # the ZeRO-3 seed: batch and accumulation from DeepSpeed's JSON config, the stage from its config print, the
+    # head count derived, the limit from the OOM message; the config loads as written
+    from oomdoctor.verify.config import load
+    from oomdoctor.verify.fromlog import write
+
+    log = ROOT / "fixtures/synthetic/syn-zero3-4k-no-ckpt.log"
+    out = tmp_path / "cfg.yaml"
+    write(str(log), out)
+    lines = {ln.split(":", 1)[0].strip(): ln for ln in out.read_text().splitlines() if not ln.startswith("#")}
+    text = log.read_bytes().decode().split("\n")  # no newline translation: \r stays inside its line
+    for key, fact_line in (("batch", 170), ("grad_accum", 167), ("zero_stage", 150), ("world_size", 145)):
+        quoted = lines[key].split(f"{log}:{fact_line}  ", 1)[1]
+        assert quoted.rstrip("…")[:20] in text[fact_line - 1]  # the quoted text is that line's own
+    assert "# derived: width / 128" in lines["heads"]
+    assert f"{log}:249" in lines["limit"] and "phase" in lines and f"{log}:" in lines["phase"]
+    params = yaml.safe_load(out.read_text())["workload"]["params"]
+    assert all("  # " in lines[k] for k in params)  # every value of the workload carries its origin
+    assert load(out).capacity_bytes > 0
+
+
+def test_an_assumed_value_is_marked_assumed_beside_it(tmp_path):
+    from oomdoctor.verify.fromlog import write
+
+    out = tmp_path / "cfg.yaml"
+    write(str(ROOT / "fixtures/synthetic/syn-lora-eval-spike-8xa100.log"), out)
+    line = next(ln for ln in out.read_text().splitlines() if ln.strip().startswith("seq_len:"))
+    assert line.endswith("# assumed: not in the log")
+
+
 def test_write_config_then_stop(tmp_path):
     out = tmp_path / "cfg.yaml"
     r = CliRunner().invoke(app, ["verify", "--from", str(ROOT / "fixtures/synthetic/syn-first-step-batch.log"),

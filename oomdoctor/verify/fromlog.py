@@ -19,8 +19,31 @@ HEAD_DIM = 128  # heads = hidden / 128 when the log names no head count (Llama, 
 DEFAULTS = {"width": 4096, "layers": 32, "vocab": 32000, "seq_len": 2048, "batch": 1}
 
 
+# The facts each replayed value is read from: their evidence says where in the log (file:line).
+PARAM_FACTS: dict[str, tuple[str, ...]] = {
+    "batch": ("per_device_train_batch_size",), "grad_accum": ("gradient_accumulation_steps",),
+    "seq_len": ("max_prompt_length", "max_seq_length", "max_completion_length"),
+    "autocast": ("mixed_precision", "bf16", "fp16"), "gradient_checkpointing": ("gradient_checkpointing",),
+    "lora_rank": ("lora_r", "lora"), "zero_stage": ("zero_stage",), "world_size": ("world_size",),
+    "eval_batch": ("per_device_eval_batch_size",), "eval_batches": ("eval_batches_total",),
+    "eval_accumulation_steps": ("eval_accumulation_steps",), "eval_world_size": ("world_size",),
+    "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
+    "completion_len": ("max_completion_length",), "generate_in_training": ("num_generations",),
+    "config": ("model_name",), "optimizer": ("optimizer",), "dtype": ("model_dtype",),
+    "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
+}
+ORIGIN_TEXT = 60  # characters of the log line quoted beside a value
+
+
 def build(log: str) -> tuple[dict[str, Any], list[str]]:
     """(config, notes) for the first fatal device OOM in `log`; notes list every assumption made."""
+    config, notes, _ = _build(log)
+    return config, notes
+
+
+def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """(config, notes, origins): origins maps a value's dotted path in the config to where the log shows it
+    (file:line and the line's start) or to why it was assumed."""
     from oomdoctor.engine.engine import diagnose_with
     from oomdoctor.engine.loader import load_rules
     from oomdoctor.facts import derive
@@ -31,7 +54,8 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
     if index is None:
         raise UsageError("no GPU out-of-memory event to replay in this log", where=log,
                          tip="verify --from needs a CUDA/HIP/XPU OOM; write a config by hand (docs/verify.md)")
-    d = derive(facts, index).values
+    derived = derive(facts, index)
+    d = derived.values
     event = facts.events[index]
     notes: list[str] = []
     assumed: dict[str, str] = {}  # param -> its note; kept only for the params the chosen workload uses
@@ -118,7 +142,42 @@ def build(log: str) -> tuple[dict[str, Any], list[str]]:
              else "the built-in transformer")
     notes.insert(0, f"replaying {event.source}:{event.line} ({event.kind}, phase {phase}) against "
                     f"{format_bytes(event.total_bytes - others)} with {model}")
-    return config, notes
+    return config, notes, _origins(config, derived, assumed, event.source, event.line)
+
+
+def _origins(config: dict[str, Any], derived: Any, assumed: dict[str, str], source: str,
+             line: int) -> dict[str, str]:
+    """Where each value of the built config comes from: the log line behind the fact it was read from, the OOM
+    message for the limits, or "assumed" (with the reason) for what the log does not say."""
+
+    def shown(*names: str) -> str | None:
+        for name in names:
+            if derived.values.get(name) is not None and (evidence := derived.evidence.get(name)):
+                ev = evidence[0]
+                text = " ".join(ev.text.split())
+                return f"{ev.source}:{ev.line}  {text[:ORIGIN_TEXT]}{'…' if len(text) > ORIGIN_TEXT else ''}"
+        return None
+
+    out: dict[str, str] = {}
+    for param in config["workload"]["params"]:
+        if param in assumed:
+            out[f"workload.params.{param}"] = "assumed: not in the log"
+        elif where := shown(*PARAM_FACTS.get(param, ())):
+            out[f"workload.params.{param}"] = where
+        elif param == "heads":
+            out["workload.params.heads"] = f"derived: width / {HEAD_DIM} (the log names no head count)"
+        else:
+            out[f"workload.params.{param}"] = "not in the log: the default"
+    out["memory.limit"] = f"{source}:{line}  the device total in the OOM message, less other processes"
+    memory = config["memory"]
+    out["memory.non_pytorch"] = (f"{source}:{line}  the OOM message" if "non_pytorch" in memory
+                                 else "assumed: 512 MiB (not in the message)")
+    out["phase"] = shown("phase") or "assumed: not in the log"
+    if "fixes" in config:
+        out["fixes"] = "the fixes the diagnosis proposes that verify can apply"
+    if "alloc_conf" in config:
+        out["alloc_conf"] = shown("alloc_conf") or "the run's PYTORCH_CUDA_ALLOC_CONF as the log prints it"
+    return out
 
 
 def _kept_eval_outputs(d: dict[str, Any], phase: str, notes: list[str]) -> dict[str, Any]:
@@ -193,9 +252,32 @@ def _mib(n: int) -> str:
 
 
 def write(log: str, path: Path) -> list[str]:
-    """Write the config built from `log` to `path` (with the assumptions as comments); return the notes."""
-    config, notes = build(log)
+    """Write the config built from `log` to `path`, the assumptions as comments above it and, beside every value,
+    where it came from; return the notes."""
+    config, notes, origins = _build(log)
     header = "".join(f"# {n}\n" for n in notes)
     write_atomic(path, f"# built by `oomdoctor verify --from {log}`; edit and rerun with --config\n{header}"
-                 + yaml.safe_dump(config, sort_keys=False))
+                 + annotated(yaml.safe_dump(config, sort_keys=False), origins))
     return notes
+
+
+def annotated(text: str, origins: dict[str, str]) -> str:
+    """YAML as safe_dump writes it (two-space indents), each `key: value` line whose dotted path has an origin
+    followed by `  # origin`; a key that opens a block comments its first line (a list: fixes)."""
+    out: list[str] = []
+    stack: list[tuple[int, str]] = []  # (indent, key) of the mappings the current line sits in
+    for ln in text.splitlines():
+        stripped = ln.lstrip(" ")
+        indent = len(ln) - len(stripped)
+        if stripped.startswith("- ") or ":" not in stripped:
+            out.append(ln)
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        key = stripped.split(":", 1)[0]
+        path = ".".join([k for _, k in stack] + [key])
+        value = stripped.split(":", 1)[1].strip()
+        if not value:  # a block follows: its children are nested under this key
+            stack.append((indent, key))
+        out.append(f"{ln}  # {origins[path]}" if path in origins else ln)
+    return "\n".join(out) + "\n"
