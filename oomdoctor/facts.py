@@ -47,6 +47,7 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "num_generations": ("int", "RL: completions generated per prompt"),
     "max_completion_length": ("int", "generation: most tokens decoded per completion"),
     "max_prompt_length": ("int", "RL/generation: longest prompt kept (tokens)"),
+    "kl_beta": ("float", "RL/preference: the KL coefficient (TRL's beta); above 0 a reference model is kept"),
     "world_size": ("int", "number of ranks"),
     "model_name": ("str", "model name or path as printed"),
     "optimizer": ("str", "optimizer name as printed"),
@@ -328,7 +329,9 @@ def _coerce(ftype: str, raw: Any) -> Any:
             return raw
         return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(str(raw).strip().lower())
     try:
-        return int(raw) if not isinstance(raw, bool) else None
+        if isinstance(raw, bool):
+            return None
+        return float(raw) if ftype == "float" else int(raw)
     except (TypeError, ValueError):
         return None
 

@@ -211,6 +211,7 @@ def test_a_grpo_policy_update_log_replays_the_log_prob_pass_and_checkpointing_fi
     assert (config["phase"], config["workload"]["model"], p["config"]) == ("train", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
     assert (p["batch"], p["seq_len"], p["completion_len"], p["dtype"]) == (4, 1536, 1024, "bfloat16")
     assert "gradient_checkpointing" not in p and any(n.startswith("RL update") for n in notes)
+    assert "reference_model" not in p  # beta=0.0 as printed: TRL keeps no reference copy
     assert "gradient-checkpointing" in config["fixes"]
     result, by_fix = _verify_on_sim(config, ["gradient-checkpointing"], tmp_path)
     assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
@@ -222,4 +223,5 @@ def test_a_grpo_log_replays_generation_with_the_real_architecture():
     p = config["workload"]["params"]
     assert (config["phase"], config["workload"]["model"], p["config"]) == ("generate", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
     assert (p["num_generations"], p["max_new_tokens"], p["generate_in_training"], p["eval_batch"]) == (4, 1024, True, 4)
+    assert p["reference_model"] is True  # beta=0.04 without PEFT: a frozen copy of the policy stays resident
     assert "lower-num-generations" in config["fixes"]

@@ -241,3 +241,15 @@ def test_a_policy_update_keeps_only_the_completions_logits():
     assert short < half < lm
     with pytest.raises(Exception, match="leaves no prompt"):
         _replay(**common, completion_len=512)
+
+
+def test_a_reference_model_adds_one_frozen_copy_of_the_weights():
+    from oomdoctor.verify.hfmodel import build
+    from oomdoctor.verify.params import HFParams
+
+    common = {"dtype": "bfloat16", "batch": 2, "seq_len": 256, "completion_len": 128, "steps": 1}
+    without = _replay(**common)["unlimited_peak_allocated_bytes"]
+    with_ref = _replay(**common, reference_model=True)["unlimited_peak_allocated_bytes"]
+    model = build(HFParams(config=TINY_LLAMA, dtype="bfloat16"), torch.device("meta"))
+    weights = sum(q.numel() * q.element_size() for q in model.parameters())
+    assert abs((with_ref - without) - weights) <= 0.01 * weights

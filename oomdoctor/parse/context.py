@@ -769,6 +769,8 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),
     "max_completion_length": ("max_completion_length", "max_new_tokens", "max_response_length", "generate_max_length"),
     "max_prompt_length": ("max_prompt_length", "max_prompt_len"),
+    # TRL's KL coefficient (GRPO/PPO/DPO configs): above 0 the trainer keeps a frozen reference copy of the policy
+    "kl_beta": ("beta", "kl_coef", "init_kl_coef", "kl_beta"),
     # not HF's n_gpu: the GPUs one process drives (1 under DDP, "_n_gpu=1" in every TrainingArguments dump)
     "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "num_gpus"),
     "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id",

@@ -29,6 +29,7 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "eval_accumulation_steps": ("eval_accumulation_steps",), "eval_world_size": ("world_size",),
     "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
     "completion_len": ("max_completion_length",), "generate_in_training": ("num_generations",),
+    "reference_model": ("kl_beta",),
     "config": ("model_name",), "optimizer": ("optimizer",), "dtype": ("model_dtype",),
     "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
 }
@@ -109,6 +110,16 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
             notes.append(f"generation: {params['eval_batch'] if 'eval_batch' in params else params['batch']} prompts "
                          f"x {n} completions decode at once (TRL versions that count completions in the per-device "
                          "batch decode fewer: lower eval_batch)")
+    if ("completion_len" in params or params.get("generate_in_training")) and not d.get("lora"):
+        # TRL keeps a frozen copy of the policy to measure the KL against when beta > 0 (with PEFT, the base
+        # with its adapters switched off is that reference: no copy)
+        beta = d.get("kl_beta")
+        if beta:
+            params["reference_model"] = True
+            notes.append(f"RL: beta {beta:g} keeps a frozen reference copy of the policy resident")
+        elif beta is None:
+            notes.append("RL: beta is not in the log, assumed 0 (TRL 0.19's default, no reference model; older TRL "
+                         "kept one at 0.04: set reference_model: true if yours did)")
     if event.total_bytes is None:
         raise UsageError("the OOM message prints no device total to replay against", where=f"{log}:{event.line}",
                          tip="write a config with memory.limit (docs/verify.md)")
@@ -226,7 +237,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     if architecture["model_type"] not in IMAGE_CLASSIFIERS:  # images have a side, not a sequence length
         hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
-                "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training", "completion_len"):
+                "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training", "completion_len",
+                "reference_model"):
         if key in params:
             hf[key] = params[key]
     printed = str(d.get("optimizer") or "").lower()

@@ -71,6 +71,14 @@ def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> An
     return model
 
 
+def _frozen_copy(p: HFParams, device: torch.device, base_dir: Path | None) -> Any:
+    """The reference policy an RL or preference trainer keeps beside the one it trains: the same architecture and
+    dtype, frozen, never stepped."""
+    reference = build(p.model_copy(update={"lora_rank": 0}), device, base_dir)
+    reference.requires_grad_(False)
+    return reference.eval()
+
+
 def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
     """What a mid-training optimizer holds: two moments per trainable parameter for AdamW, in the parameter's own
     dtype as torch.optim.AdamW creates them (bf16 weights, bf16 moments; fp32 adapters, fp32 moments); none for SGD."""
@@ -165,9 +173,22 @@ def _image_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[in
 
 def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "train",
        base_dir: Path | None = None) -> Callable[[], None]:
-    """Build the model on `device` and return a callable that runs one step of `phase`."""
+    """Build the model on `device` and return a callable that runs one step of `phase`; a reference model the
+    trainer keeps (reference_model) is built too and stays resident as long as the step does."""
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
-    model = build(p, device, base_dir)
+    step = _step(p, build(p, device, base_dir), device, phase)
+    if not p.reference_model:
+        return step
+    reference = _frozen_copy(p, device, base_dir)
+
+    def step_beside_reference() -> None:
+        _ = reference
+        step()
+    return step_beside_reference
+
+
+def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable[[], None]:
+    """One step of `phase` on the built model."""
     autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast else contextlib.nullcontext())
     kind = model.config.model_type
     inputs = (_image_inputs if kind in IMAGE_CLASSIFIERS else _image_text_inputs if kind in VISION_LANGUAGE

@@ -114,6 +114,8 @@ class HFParams(BaseModel):
                                        "of the last completion_len tokens of each seq_len-token sequence only, from "
                                        "logits in the weights' dtype, one sequence's log-softmax at a time; unset: "
                                        "the causal-LM loss over every token")
+    reference_model: bool = Field(False, description="an RL or preference trainer's frozen reference copy of the "
+                                  "policy (TRL with beta > 0 and no PEFT): the same weights once more, resident")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
