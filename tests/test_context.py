@@ -634,3 +634,51 @@ def test_a_script_reporting_a_part_loaded_is_still_setting_up_when_the_host_kill
     # a training step logged after the load line: the load is over, the kill came in training
     (e,) = events("loaded the model weights from /models/dit\n{'loss': 1.2, 'step': 40}\nKilled\n")
     assert e.phase != "init"
+
+
+def test_pointcept_train_lines_count_steps_and_a_posters_elision_hides_the_failing_one():
+    start = ">>>>>>>>>>>>>>>> Start Training >>>>>>>>>>>>>>>>\n"
+    bar = "[2025-11-18 14:44:12,052 INFO misc.py line 117] Train: [1/50][12/157] Data 1.587 (1.587)\n"
+    (e,) = events(start + bar + MSG)
+    assert (e.step, e.phase) == (12, "train")
+    (e,) = events(start + bar + "...\n" + MSG)  # the poster cut the log: training, at a step the log does not show
+    assert (e.step, e.phase) == (None, "train")
+    # frames cut out of the traceback hide frames, not progress
+    (e,) = events(bar + "Traceback (most recent call last):\n....\n" + MSG)
+    assert e.step == 12
+
+
+def test_comfyui_names_the_failing_node_or_its_sampling_code():
+    panel = ("Error occurred when executing KSampler:\n\nAllocation on device 0 would exceed allowed memory. (out of "
+             "memory)\nCurrently allocated : 21.72 GiB\nRequested : 720.00 MiB\nDevice limit : 23.65 GiB\n")
+    (e,) = events(panel)
+    assert e.phase == "generate"
+    (e,) = events(panel.replace("KSampler", "CheckpointLoaderSimple"))
+    assert e.phase == "init"
+    (e,) = events(panel.replace("KSampler", "DepthFM_Zho"))  # a node whose name says nothing
+    assert e.phase == "unknown"
+    rope = ('  File "C:\\ComfyUI\\comfy\\ldm\\flux\\math.py", line 43, in apply_rope\n'
+            "    xk_out = freqs_cis[..., 0] * xk_[..., 0]\n")
+    (e,) = events(rope + MSG)
+    assert e.phase == "generate"
+
+
+def test_the_launch_commands_script_names_an_evaluation_or_a_sampling_run():
+    (e,) = events(MSG + "$ bash ./scripts/test.sh 0 --ckpts ./pretrained/model.pth\n")
+    assert e.phase == "eval"
+    (e,) = events("torchrun --nproc_per_node 8 scripts/sample.py --ckpt model.pt\n" + MSG)
+    assert e.phase == "generate"
+    # inference.py is either (a classifier's evaluation, a generative model's sampling): no phase from it
+    (e,) = events("$ python scripts/inference.py --prompt cat\n" + MSG)
+    assert e.phase == "unknown"
+    (e,) = events("$ python train.py --epochs 3\n" + MSG)  # the default phase is not guessed from a name
+    assert e.phase == "unknown"
+
+
+def test_a_sampling_scripts_module_frame_is_generation():
+    frames = ('Traceback (most recent call last):\n  File "/workspace/DiT/sample_ddp.py", line 88, in <module>\n'
+              "    main(args)\n")
+    (e,) = events(frames + MSG)
+    assert e.phase == "generate"
+    (e,) = events(frames.replace("sample_ddp.py", "downsample.py") + MSG)
+    assert e.phase != "generate"

@@ -176,6 +176,8 @@ EXAMPLES = [
     ("ResourceExhaustedError: Fail to alloc memory of 564023296 size, error code is 12.", "host_oom", None,
      {"requested_bytes": 564023296}),  # PaddlePaddle's host allocator (ENOMEM)
     ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),
+    ("MemoryError: Error assigning 1073741824 bytes", "host_oom", None,
+     {"requested_bytes": 1073741824}),  # cymem's pool (spaCy, thinc)
 ]
 
 

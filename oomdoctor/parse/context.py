@@ -29,6 +29,8 @@ IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d
 STEP_PATTERNS = (
     lazy(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     lazy(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
+    # Pointcept and other point-cloud trainers: "Train: [1/50][12/157] Data 1.587 ..." (epoch/epochs, iter/iters)
+    lazy(r"\bTrain:?\s{0,2}\[\s{0,6}\d{1,20}/\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),
     lazy(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, iteration-based
     lazy(r"^\s{0,4}\[\s{0,4}\d{1,20},\s{0,8}(?P<n>\d{1,20})(?:/\d{1,20})?\]"),  # [epoch, iter] / [epoch, iter/total]
     lazy(r"\bstep=(?P<n>\d{1,20})\b"),  # DeepSpeed log_dist
@@ -59,9 +61,9 @@ SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20
                             r"|^Summoning checkpoint\.")
 TRAIN_BANNER = lazy(
     r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining [Ss]tarted\b"
-    r"|[Ss]tarting training from iteration|\bStart training\b"
+    r"|[Ss]tarting training from iteration|\bStart [Tt]raining\b"
     r"|^Epoch \d{1,6}/\d{1,6}\s*$"  # Keras fit() opening an epoch ("Epoch 1/160" on its own line)
-    r"|^>{3,}\s?start training\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
+    r"|^>{3,}\s?[Ss]tart [Tt]raining\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
 )
 FRAME = lazy(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'  # CPython; TorchScript's autograd
@@ -329,6 +331,25 @@ def _labelled_bar(text: str) -> bool:
     that set-up's own progress."""
     m = TQDM.search(text)
     return m is not None and bool(text[: m.start()].strip())
+
+
+# A line a poster put in place of what they cut ("...", "[...]", "…"): what came before it is not what the run
+# printed just before the failure.
+ELISION = lazy(r"^\s{0,8}(?:\.{3,}|…|\[(?:\.{3}|…)\]|\((?:\.{3}|…)\))\s*$")
+
+
+def elided_between(lines: Sequence[Line], first_number: int, idx: int) -> bool:
+    """True when a poster's elision line sits after line `first_number` and before the failure at `lines[idx]`
+    (frames cut out of the traceback itself do not count: they hide frames, not progress)."""
+    k, elided = idx - 1, False
+    while k >= 0 and lines[k].number > first_number:
+        text = lines[k].text
+        if text.lstrip().startswith("Traceback (most recent call last)"):
+            elided = False  # what was cut lay inside the traceback
+        elif ELISION.match(text):
+            elided = True
+        k -= 1
+    return elided
 
 
 BAR_REDRAW_LINES = 2  # a progress bar closed by the exception redraws its last state right after the message
@@ -634,6 +655,9 @@ STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these deci
 
 # A frame whose file sits in an evaluation package or is an evaluation script: its helpers (IoU matching, metric
 # accumulation) have names of their own, but what runs them is evaluation.
+# ComfyUI's sampling code (its samplers and the diffusion models they call): a frame there is generation.
+GENERATE_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:ldm|k_diffusion)[/\\][^"]{1,200}"'
+                     r'|File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:samplers?|sample)\.py"')
 EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evaluator|evaluators|validation)[/\\][^"]{1,200}'
                  r'|(?:evaluate|evaluation|eval)(?:_\w{1,40})?\.py)"')
 
@@ -643,9 +667,35 @@ EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evalu
 # only when no function in the traceback names a phase.
 SCRIPT_PHASES = (
     ("eval", lazy(r'[/\\"](?:test|tests?_\w{1,40}|\w{1,40}_test|eval\w{0,40}|predict\w{0,40}|infer\w{0,40})\.py"')),
+    # sampling scripts of generative models: sample.py, image_sample.py, sample_video.py, generate.py, txt2img.py
+    ("generate", lazy(r'[/\\"](?:(?:\w{1,20}_)?sample(?:_\w{1,40})?|generate(?:_\w{1,40})?|(?:txt|img)2(?:img|vid|video)'
+                      r'\w{0,20})\.py"')),
     ("init", lazy(r'[/\\"](?:prepro\w{0,40}|preprocess\w{0,40}|prepare_\w{1,40}|data_?loader\w{0,40}'
                   r'|make_dataset\w{0,40}|build_dataset\w{0,40})\.py"')),
 )
+
+
+# The command that launched the run, as a shell prompt or a log echoes it: "$ bash ./scripts/test.sh 0 ...",
+# "python tools/test.py cfg.py", "torchrun --nproc_per_node 8 sample.py". Its script's name is the weakest evidence
+# of the phase, used when nothing else in the log names one; only names that say eval or generation count.
+LAUNCH = lazy(r"^\s{0,4}(?:[$#>]\s{1,2})?(?:[A-Z_]{1,40}=\S{1,80}\s{1,4}){0,4}"
+              r"(?:python\d?(?:\.\d{1,2})?(?:\s{1,4}-u)?|bash|sh|torchrun|deepspeed|accelerate\s{1,4}launch)"
+              r"(?:\s{1,4}--?[\w-]{1,40}(?:[= ][\w.:/-]{1,80})?){0,6}\s{1,4}(?P<script>[\w./\\-]{1,200}\.(?:py|sh))\b")
+LAUNCH_PHASES = (
+    # not "inference.py": a generative model's inference is generation, a classifier's is evaluation
+    ("eval", lazy(r"(?:^|[/\\])(?:test|tests?_\w{1,40}|\w{1,40}_test|eval\w{0,40}|predict\w{0,40})\.(?:py|sh)$")),
+    ("generate", lazy(r"(?:^|[/\\])(?:(?:\w{1,20}_)?sample(?:_\w{1,40})?|generate(?:_\w{1,40})?)\.(?:py|sh)$")),
+)
+LAUNCH_LINES_AFTER = 40
+
+
+def launch_phase(lines: Sequence[Line], end: int) -> Witness | None:
+    """The phase the launch command's script names (test.sh, eval.py, sample.py), if the log echoes one."""
+    for ln in lines[: end + LAUNCH_LINES_AFTER]:
+        if ("python" in ln.text or ".sh" in ln.text or "torchrun" in ln.text or "launch" in ln.text) and (
+                m := LAUNCH.match(ln.text)):
+            return next((Witness(phase, ln) for phase, pattern in LAUNCH_PHASES if pattern.search(m["script"])), None)
+    return None
 
 
 def _script_phase(func: str, ln: Line) -> str | None:
@@ -683,6 +733,8 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
                 innermost = Witness(phases[0], ln)
             elif strong is None and EVAL_PATH.search(ln.text):
                 strong = Witness("eval", ln)  # the evaluation package's own helpers (matching, metrics)
+            elif strong is None and "comfy" in ln.text and GENERATE_PATH.search(ln.text):
+                strong = Witness("generate", ln)  # ComfyUI sampling: the diffusion model's forward and the sampler
     return strong or innermost or script
 
 
@@ -708,6 +760,23 @@ def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
     if phase not in ("eval", "generate") or not frames or frames[0][0] != "<module>":
         return False
     return not any("train" in _phase_of_name(func.rsplit(".", 1)[-1]) for func, _ in frames)
+
+
+# ComfyUI's error panel names the node that failed ("Error occurred when executing KSampler:"): a sampler or a
+# decoder is generating, a loader is setting up.
+COMFY_NODE = lazy(r"^\s{0,4}Error occurred when executing (?P<node>[\w .-]{1,80}?):\s*$")
+COMFY_NODE_PHASES = (("generate", lazy(r"Sampler|VAE ?Decode|VAE ?Encode|Upscale|Detailer", regex.I)),
+                     ("init", lazy(r"Load(?:er)?\b|Load(?:er)?[A-Z_]|^Load", 0)))
+COMFY_HEADER_LINES = 6
+
+
+def comfy_node_phase(lines: Sequence[Line], idx: int) -> Witness | None:
+    """The phase of the ComfyUI node whose failure this message reports, from the panel's header above it."""
+    for ln in reversed(lines[max(0, idx - COMFY_HEADER_LINES) : idx + 1]):
+        if "executing" in ln.text and (m := COMFY_NODE.match(ln.text)):
+            node = m["node"]
+            return next((Witness(phase, ln) for phase, pattern in COMFY_NODE_PHASES if pattern.search(node)), None)
+    return None
 
 
 # Ray names the remote task a failure came from: its task error's header ("ray::WorkerDict.generate_sequences()

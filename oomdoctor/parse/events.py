@@ -438,6 +438,8 @@ class _EventReader:
         if op:
             evidence["operation"] = ctx._ev(source, op.line)
         phase, phase_ev = self._phase(hit, frames, step, banner_phase, banner_ev, started, evidence["message"])
+        if step is not None and ctx.elided_between(lines, step.evidence.line, hit.idx):
+            step = None  # the poster cut the log after this counter: it showed training, not the failing step
         if step is None and phase == "train":  # the frames show training: the bar after the set-up banner is its loop's
             step = bar_after_setup
         if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames):
@@ -498,6 +500,8 @@ class _EventReader:
             return "eval", message_ev
         if jit_phase and not pf:
             return jit_phase, message_ev
+        if not pf and (node := ctx.comfy_node_phase(self.lines, hit.idx)) is not None:
+            return node.value, ctx._ev(self.source, node.line)
         if pf and (pf.value != "train" or banner_phase in (None, "init")):  # a load banner is stale under training frames
             return pf.value, ctx._ev(self.source, pf.line)
         if banner_phase:
@@ -524,6 +528,8 @@ class _EventReader:
             return "train", ctx._ev(self.source, loss)
         if ctx.MESSAGE_TRAINING_LOOP.search(first.text):  # Chainer: "Exception in main training loop: out of memory ..."
             return "train", message_ev
+        if (launch := ctx.launch_phase(self.lines, hit.end)) is not None:
+            return launch.value, ctx._ev(self.source, launch.line)
         return "unknown", None
 
 

@@ -259,6 +259,9 @@ RAY_HOST_OOM = lazy(r"RayOutOfMemoryError: More than \d{1,3}% of the memory on n
 # Python's own MemoryError closing a traceback: the bare class name on its line ("MemoryError"), or with a detail the
 # formats above do not own ("MemoryError: cannot allocate memory"). Never part of a longer name (OutOfMemoryError,
 # _ArrayMemoryError) or of a sentence.
+# cymem's pool (spaCy, thinc) failing to get host memory: "MemoryError: Error assigning 18446744072562989824 bytes" (a
+# size that wrapped around reads as an impossible request, which the figures' plausibility check then flags).
+CYMEM_ALLOC = lazy(r"MemoryError: Error assigning (?P<requested>\d{1,25}) bytes")
 PY_MEMORY_ERROR = lazy(r"\A\s{0,8}(?:builtins\.)?MemoryError(?:\s*\Z|\s*\n|:[^\n]{0,300}\Z)")
 HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"

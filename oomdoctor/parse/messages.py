@@ -307,6 +307,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
     MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True),
     MessageFormat("RAY_HOST_OOM", ("OutOfMemoryError",), P.RAY_HOST_OOM, "host_oom", recognise_only=True),
+    MessageFormat("CYMEM_ALLOC", ("Error assigning",), P.CYMEM_ALLOC, "host_oom",
+                  lambda m: {"requested_bytes": int(m["requested"])}, single_line=True),
     MessageFormat("PY_MEMORY_ERROR", ("MemoryError",), P.PY_MEMORY_ERROR, "host_oom", recognise_only=True,
                   single_line=True),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
