@@ -273,3 +273,15 @@ fixes: [expandable-segments]
     f = facts(requested_gib=2, total_gib=79, free_gib=1, allocated_gib=70, reserved_unallocated_gib=5, reserved_gib=75)
     rules = [g.rule for g in diagnose(f, [tmp_path])]
     assert "kept" in rules and "argued-away" not in rules
+
+
+def test_an_evaluation_that_holds_a_sliver_of_a_full_card_points_at_the_other_process() -> None:
+    # 99 MiB allocated of 39.6 GiB, 3 MiB free, a 2 MiB request: another process filled the card; the evaluation
+    # is still listed, after it. A request larger than what is left keeps the evaluation first.
+    small = facts(phase="eval", requested_mib=2, total_gib=39.59, free_mib=3.19, allocated_mib=98.78,
+                  reserved_mib=116, reserved_unallocated_mib=17.22)
+    order = [g.category for g in diagnose(small)]
+    assert order[0] == "other_process" and "eval_spike" in order[1:]
+    large = facts(phase="eval", requested_gib=4.69, total_gib=11.77, free_gib=3.85, allocated_mib=29.38,
+                  reserved_mib=40, reserved_unallocated_mib=10.62)
+    assert diagnose(large)[0].category == "eval_spike"
