@@ -689,12 +689,14 @@ LAUNCH_PHASES = (
 LAUNCH_LINES_AFTER = 40
 
 
-def launch_phase(lines: Sequence[Line], end: int) -> Witness | None:
-    """The phase the launch command's script names (test.sh, eval.py, sample.py), if the log echoes one."""
-    for ln in lines[: end + LAUNCH_LINES_AFTER]:
+def first_launch(lines: Sequence[Line]) -> tuple[int, Witness | None] | None:
+    """(index, the phase its script names or None) of the first launch command the log echoes, or None. Read once
+    per source: a failure uses it when the command comes before it or within LAUNCH_LINES_AFTER lines after."""
+    for idx, ln in enumerate(lines):
         if ("python" in ln.text or ".sh" in ln.text or "torchrun" in ln.text or "launch" in ln.text) and (
                 m := LAUNCH.match(ln.text)):
-            return next((Witness(phase, ln) for phase, pattern in LAUNCH_PHASES if pattern.search(m["script"])), None)
+            return idx, next((Witness(phase, ln) for phase, pattern in LAUNCH_PHASES if pattern.search(m["script"])),
+                             None)
     return None
 
 

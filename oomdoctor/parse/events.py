@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from bisect import bisect_left, bisect_right
 from collections import deque
@@ -405,6 +406,11 @@ class _EventReader:
     markers: ctx.Markers
     figures_of: dict[str, dict] = field(default_factory=dict)
 
+    @functools.cached_property
+    def launch(self) -> tuple[int, ctx.Witness | None] | None:
+        """The source's launch command (read once, whatever the number of failures)."""
+        return ctx.first_launch(self.lines)
+
     def rank(self, hit: _Hit) -> tuple[int | None, Evidence | None]:
         first = self.lines[hit.idx]
         if first.rank is None and hit.kind != "host_oom" and (named := ctx.rank_near(self.lines, hit.idx)):
@@ -528,8 +534,8 @@ class _EventReader:
             return "train", ctx._ev(self.source, loss)
         if ctx.MESSAGE_TRAINING_LOOP.search(first.text):  # Chainer: "Exception in main training loop: out of memory ..."
             return "train", message_ev
-        if (launch := ctx.launch_phase(self.lines, hit.end)) is not None:
-            return launch.value, ctx._ev(self.source, launch.line)
+        if (launch := self.launch) is not None and launch[1] is not None and launch[0] <= hit.end + ctx.LAUNCH_LINES_AFTER:
+            return launch[1].value, ctx._ev(self.source, launch[1].line)
         return "unknown", None
 
 
