@@ -682,3 +682,11 @@ def test_a_sampling_scripts_module_frame_is_generation():
     assert e.phase == "generate"
     (e,) = events(frames.replace("sample_ddp.py", "downsample.py") + MSG)
     assert e.phase != "generate"
+
+
+def test_word_language_model_epoch_lines_count_batches():
+    line = "| epoch   1 |   600/ 3515 batches | lr 0.00100 | ms/batch 1721.19 | loss  1.57 | ppl     4.82\n"
+    (e,) = events(line + MSG)
+    assert (e.step, e.phase) == (600, "train")
+    (e,) = events("| end of epoch   1 | time: 120.5s | valid loss  4.61 |\n" + MSG)  # a summary, not a step
+    assert e.step is None

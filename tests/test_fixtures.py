@@ -189,6 +189,13 @@ KNOWN_GAPS = {
                                               "executing <node>:' header is read",
     "p163-padim-test-embedding-fold-cpualloc.log": "held-out, scored only: phase: the caller's test_outputs name in "
                                                    "the frames is not read as evaluation",
+    "p166-comfy-vfi-rife-async-frames-on-gpu.log": "held-out, scored only: phase: a ComfyUI frame-interpolation "
+                                                    "node (RIFE VFI) is not read as inference",
+    "p166-flavr-interpolate-cpualloc-all-frames.log": "phase: the input video's transforms before any frame is "
+                                                      "interpolated are not read as set-up (transforms also run "
+                                                      "inside training steps)",
+    "p166-rife-flowframes-interp-parallel-low-reserved.log": "held-out, scored only: phase: frames behind a GUI's "
+                                                             "'M-D-YYYY HH:MM:SS: [E]' prefix are not read",
     "p153-neuralplexer-6gb-triangle-softmax.log": "held-out, scored only: phase: a structure-sampling call chain "
                                                   "(frames as bare 'file line function' rows) is not read as inference",
     "p154-noisyrollout-a800-raylet-after-rollout-sleep.log": "held-out, scored only: Ray's raylet line '1 Workers "

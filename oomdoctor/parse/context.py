@@ -29,6 +29,8 @@ IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d
 STEP_PATTERNS = (
     lazy(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     lazy(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
+    # PyTorch's word_language_model example and the LSTM LMs built on it: "| epoch   1 |   600/ 3515 batches | lr ..."
+    lazy(r"^\|\s{0,4}epoch\s{1,8}\d{1,6}\s{0,4}\|\s{0,10}(?P<n>\d{1,20})/\s{0,10}\d{1,20} batches\b"),
     # Pointcept and other point-cloud trainers: "Train: [1/50][12/157] Data 1.587 ..." (epoch/epochs, iter/iters)
     lazy(r"\bTrain:?\s{0,2}\[\s{0,6}\d{1,20}/\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),
     lazy(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, iteration-based
