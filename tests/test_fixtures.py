@@ -196,6 +196,17 @@ KNOWN_GAPS = {
                                                       "inside training steps)",
     "p166-rife-flowframes-interp-parallel-low-reserved.log": "held-out, scored only: phase: frames behind a GUI's "
                                                              "'M-D-YYYY HH:MM:SS: [E]' prefix are not read",
+    "p168-protenix-2-chain-3200-tokens-a100-40g.log": "phase: a traceback glued to the end of a logger's message "
+                                                      "line (its predict frames) is not read",
+    "p168-scanpy-zheng17-1m-cells-killed.log": "phase: scanpy's reading and filtering lines before 'Killed' are not "
+                                               "read as set-up",
+    "p169-centerpoint-waymo-infos-pickle-killed.log": "phase/step: an unlabelled, finished bar over a data split's "
+                                                      "frames before 'Killed' is read as the training step",
+    "p170-mask2former-ytvis21-swinl-8xv100.log": "phase: the launch command's train_net_video.py is not read as "
+                                                 "training (a training script's name alone is not taken: it also "
+                                                 "labels start-up failures train)",
+    "p171-oellm-lighteval-batchprobe-slurm-killed.log": "phase: lighteval's 'Detecting largest batch size' line glued "
+                                                        "to a counter is not read as evaluation",
     "p153-neuralplexer-6gb-triangle-softmax.log": "held-out, scored only: phase: a structure-sampling call chain "
                                                   "(frames as bare 'file line function' rows) is not read as inference",
     "p154-noisyrollout-a800-raylet-after-rollout-sleep.log": "held-out, scored only: Ray's raylet line '1 Workers "
