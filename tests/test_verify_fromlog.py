@@ -225,3 +225,13 @@ def test_a_grpo_log_replays_generation_with_the_real_architecture():
     assert (p["num_generations"], p["max_new_tokens"], p["generate_in_training"], p["eval_batch"]) == (4, 1024, True, 4)
     assert p["reference_model"] is True  # beta=0.04 without PEFT: a frozen copy of the policy stays resident
     assert "lower-num-generations" in config["fixes"]
+
+
+def test_data_parallel_without_zero_replays_ddps_buckets():
+    # torchrun's 8 processes, no DeepSpeed or FSDP: DistributedDataParallel, whose buckets copy the gradients
+    config, notes = build(str(ROOT / "fixtures/synthetic/syn-lora-eval-spike-8xa100.log"))
+    assert config["workload"]["params"]["ddp_buckets"] is True and any("DDP's gradient buckets" in n for n in notes)
+    zero3, _ = build(str(ROOT / "fixtures/synthetic/syn-zero3-4k-no-ckpt.log"))
+    assert "ddp_buckets" not in zero3["workload"]["params"]  # ZeRO-3 reduces without DDP's buckets
+    megatron, _ = build(str(ROOT / "fixtures/synthetic/syn-megatron-iteration.log"))
+    assert "ddp_buckets" not in megatron["workload"]["params"]  # Megatron's grads are views into its own buffer

@@ -253,3 +253,14 @@ def test_a_reference_model_adds_one_frozen_copy_of_the_weights():
     model = build(HFParams(config=TINY_LLAMA, dtype="bfloat16"), torch.device("meta"))
     weights = sum(q.numel() * q.element_size() for q in model.parameters())
     assert abs((with_ref - without) - weights) <= 0.01 * weights
+
+
+def test_ddp_buckets_of_a_real_model_copy_its_trainable_gradients():
+    from oomdoctor.verify.hfmodel import build
+    from oomdoctor.verify.params import HFParams
+
+    plain = _replay(steps=2, dtype="bfloat16", batch=2, seq_len=128)["unlimited_peak_allocated_bytes"]
+    ddp = _replay(steps=2, dtype="bfloat16", batch=2, seq_len=128, ddp_buckets=True)["unlimited_peak_allocated_bytes"]
+    model = build(HFParams(config=TINY_LLAMA, dtype="bfloat16"), torch.device("meta"))
+    grads = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
+    assert abs((ddp - plain) - grads) <= 0.01 * grads + 4096

@@ -171,3 +171,29 @@ def test_decoding_is_replayed_in_at_most_decode_steps_chunks_that_add_up():
     for n in (1, 31, 32, 33, 1000, 1024):
         chunks = list(decode_chunks(n))
         assert sum(chunks) == n and len(chunks) <= DECODE_STEPS and min(chunks) >= 1
+
+
+@pytest.mark.parametrize("extra", [{}, {"dtype": "bfloat16"}, {"lora_rank": 4}])
+def test_ddp_buckets_hold_one_more_copy_of_the_trainable_gradients(extra):
+    # PyTorch's documentation of gradient_as_bucket_view: sharing the buckets saves "the total gradients size"
+    from oomdoctor.verify.params import TransformerParams
+    from oomdoctor.verify.workload import Ctx, Transformer, ddp_buckets
+
+    plain = replay(steps=2, **extra)["unlimited_peak_allocated_bytes"]
+    ddp = replay(steps=2, ddp_buckets=True, **extra)["unlimited_peak_allocated_bytes"]
+    p = TransformerParams.model_validate({**TINY, **extra})
+    model = Transformer(Ctx(p, torch.device("meta")))
+    grads = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
+    assert abs((ddp - plain) - grads) <= 0.01 * grads + 4096
+    buckets = ddp_buckets(list(model.parameters()), torch.device("meta"))
+    assert buckets[0].numel() * buckets[0].element_size() <= 1024 * 1024  # the first bucket is small
+    assert all(b.numel() * b.element_size() <= 25 * 1024 * 1024 for b in buckets)
+
+
+def test_ddp_buckets_and_zero_exclude_each_other():
+    from pydantic import ValidationError
+
+    from oomdoctor.verify.params import TransformerParams
+
+    with pytest.raises(ValidationError, match="ZeRO/FSDP"):
+        TransformerParams.model_validate({**TINY, "ddp_buckets": True, "zero_stage": 2, "world_size": 4})

@@ -29,7 +29,7 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "eval_accumulation_steps": ("eval_accumulation_steps",), "eval_world_size": ("world_size",),
     "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
     "completion_len": ("max_completion_length",), "generate_in_training": ("num_generations",),
-    "reference_model": ("kl_beta",),
+    "reference_model": ("kl_beta",), "ddp_buckets": ("world_size",),
     "config": ("model_name",), "optimizer": ("optimizer",), "dtype": ("model_dtype",),
     "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
 }
@@ -86,6 +86,13 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
     if isinstance(d.get("zero_stage"), int):
         params["zero_stage"] = d["zero_stage"]
         params["world_size"] = d.get("world_size") or 1
+    elif (isinstance(d.get("world_size"), int) and d["world_size"] > 1 and not d.get("stack_deepspeed")
+          and not d.get("stack_fsdp") and not d.get("stack_megatron") and not d.get("stack_torchtitan")
+          and (d.get("data_parallel_degree") or d["world_size"]) > 1):
+        # data parallel without ZeRO/FSDP: torch's DistributedDataParallel, whose buckets copy every gradient
+        params["ddp_buckets"] = True
+        notes.append(f"data parallel over {d['world_size']} ranks without ZeRO/FSDP: DDP's gradient buckets "
+                     "(a copy of every trainable gradient; gradient_as_bucket_view=True would share them)")
     if d.get("per_device_eval_batch_size"):
         params["eval_batch"] = d["per_device_eval_batch_size"]
     kept = _kept_eval_outputs(d, event.phase, notes)
@@ -238,7 +245,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
         hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
                 "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training", "completion_len",
-                "reference_model"):
+                "reference_model", "ddp_buckets"):
         if key in params:
             hf[key] = params[key]
     printed = str(d.get("optimizer") or "").lower()

@@ -173,18 +173,25 @@ def _image_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[in
 
 def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "train",
        base_dir: Path | None = None) -> Callable[[], None]:
-    """Build the model on `device` and return a callable that runs one step of `phase`; a reference model the
-    trainer keeps (reference_model) is built too and stays resident as long as the step does."""
-    p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
-    step = _step(p, build(p, device, base_dir), device, phase)
-    if not p.reference_model:
-        return step
-    reference = _frozen_copy(p, device, base_dir)
+    """Build the model on `device` and return a callable that runs one step of `phase`; what the run keeps beside
+    the model (a trainer's reference model, DDP's gradient buckets) is built too and stays resident with the step."""
+    from oomdoctor.verify.workload import ddp_buckets
 
-    def step_beside_reference() -> None:
-        _ = reference
+    p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
+    model = build(p, device, base_dir)
+    step = _step(p, model, device, phase)
+    beside: list[Any] = []
+    if p.reference_model:
+        beside.append(_frozen_copy(p, device, base_dir))
+    if p.ddp_buckets:
+        beside.append(ddp_buckets(list(model.parameters()), device))
+    if not beside:
+        return step
+
+    def step_beside() -> None:
+        _ = beside
         step()
-    return step_beside_reference
+    return step_beside
 
 
 def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable[[], None]:

@@ -42,6 +42,9 @@ class TransformerParams(BaseModel):
     master_weights: bool = Field(True, description="keep fp32 master weights when dtype is not float32")
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
     world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
+    ddp_buckets: bool = Field(False, description="DistributedDataParallel's gradient buckets (gradient_as_bucket_view "
+                              "false, its default): a flat copy of every trainable gradient in 25 MB buckets, "
+                              "allocated when the model is wrapped and kept for the run")
     offload: Literal["none", "optimizer", "all"] = "none"
     fused_cross_entropy: bool = False
     ce_chunk_tokens: int = Field(4096, ge=1)
@@ -53,6 +56,8 @@ class TransformerParams(BaseModel):
             raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
         if self.offload == "all" and self.zero_stage < 3:
             raise ValueError("offload: all (parameters) needs zero_stage: 3")
+        if self.ddp_buckets and self.zero_stage:
+            raise ValueError("ddp_buckets is DistributedDataParallel's; ZeRO/FSDP (zero_stage) reduce without them")
         return self
 
     @property
@@ -114,6 +119,9 @@ class HFParams(BaseModel):
                                        "of the last completion_len tokens of each seq_len-token sequence only, from "
                                        "logits in the weights' dtype, one sequence's log-softmax at a time; unset: "
                                        "the causal-LM loss over every token")
+    ddp_buckets: bool = Field(False, description="DistributedDataParallel's gradient buckets (gradient_as_bucket_view "
+                              "false, its default): a flat copy of every trainable gradient in 25 MB buckets, "
+                              "allocated when the model is wrapped and kept for the run")
     reference_model: bool = Field(False, description="an RL or preference trainer's frozen reference copy of the "
                                   "policy (TRL with beta > 0 and no PEFT): the same weights once more, resident")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")

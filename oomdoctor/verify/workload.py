@@ -28,6 +28,29 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 DECODE_STEPS = 32
 
 
+DDP_BUCKET_BYTES = 25 * 1024 * 1024  # DistributedDataParallel's bucket_cap_mb default (MiB in its code)
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # its first bucket is small, so the first allreduce starts early
+
+
+def ddp_buckets(parameters: Iterator[torch.Tensor] | list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """DistributedDataParallel's gradient buckets for these parameters, as its Reducer allocates them when the model
+    is wrapped: flat tensors of the trainable parameters' dtype, 1 MiB first then up to 25 MiB each, holding a copy
+    of every gradient (with gradient_as_bucket_view off, the default, the .grad tensors are separate)."""
+    sizes: dict[torch.dtype, int] = {}
+    for q in parameters:
+        if q.requires_grad:
+            sizes[q.dtype] = sizes.get(q.dtype, 0) + q.numel()
+    out: list[torch.Tensor] = []
+    for dtype, numel in sizes.items():
+        item = torch.empty((), dtype=dtype).element_size()
+        left, cap = numel, DDP_FIRST_BUCKET_BYTES // item
+        while left > 0:
+            n = min(left, cap)
+            out.append(torch.empty(n, dtype=dtype, device=device))
+            left, cap = left - n, DDP_BUCKET_BYTES // item
+    return out
+
+
 def decode_chunks(max_new_tokens: int) -> Iterator[int]:
     """The tokens each replayed decoding step adds: at most DECODE_STEPS steps that together make max_new_tokens."""
     per_step = -(-max_new_tokens // DECODE_STEPS)
@@ -374,6 +397,20 @@ def transformer(params: dict[str, Any] | TransformerParams, device: torch.device
     p = params if isinstance(params, TransformerParams) else TransformerParams.model_validate(params)
     ctx = Ctx(p, device)
     model = Transformer(ctx)
+    if p.ddp_buckets:
+        step = _phase_step(p, model, device, phase)
+        buckets = ddp_buckets(list(model.parameters()), device)
+
+        def step_beside_buckets() -> None:
+            _ = buckets
+            step()
+        return step_beside_buckets
+    return _phase_step(p, model, device, phase)
+
+
+def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
+                phase: str) -> Callable[[], None]:
+    """One step of `phase` on the built model."""
     autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast
                 else contextlib.nullcontext())
 
