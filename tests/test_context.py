@@ -690,3 +690,30 @@ def test_word_language_model_epoch_lines_count_batches():
     assert (e.step, e.phase) == (600, "train")
     (e,) = events("| end of epoch   1 | time: 120.5s | valid loss  4.61 |\n" + MSG)  # a summary, not a step
     assert e.step is None
+
+
+def test_a_message_hard_wrapped_at_a_space_keeps_the_space():
+    wrapped = ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 426.00 MiB. GPU 3 has a total "
+               "capacity of 79.32 GiB of which 69.56 MiB is free. Including non-PyTorch memory, this process has \n"
+               "79.25 GiB memory in use. Of the allocated memory 73.91 GiB is allocated by PyTorch, and 2.41 GiB is "
+               "reserved by PyTorch but unallocated.\n")
+    (e,) = events(wrapped)
+    assert e.process_in_use_bytes == round(79.25 * 2**30) and e.allocated_bytes == round(73.91 * 2**30)
+
+
+def _traceback_through(*funcs: str) -> str:
+    out = 'Traceback (most recent call last):\n  File "main.py", line 9, in <module>\n    main()\n'
+    for i, f in enumerate(funcs):
+        out += f'  File "/workspace/lib/mod.py", line {10 + i}, in {f}\n    x = y()\n'
+    return out
+
+
+def test_loop_and_set_up_names_that_mention_training():
+    (e,) = events(_traceback_through("train_and_evaluate", "forward") + MSG)  # the training loop that also evaluates
+    assert e.phase == "train"
+    (e,) = events(_traceback_through("train_and_evaluate", "evaluate") + MSG)  # unless an inner frame is the evaluation
+    assert e.phase == "eval"
+    (e,) = events(_traceback_through("create_train_state", "init") + MSG)  # Flax: building the state is set-up
+    assert e.phase == "init"
+    (e,) = events(_traceback_through("setup", "fit_transform") + MSG)  # pycaret's setup(), Lightning's setup hooks
+    assert e.phase == "init"

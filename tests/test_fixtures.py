@@ -44,7 +44,6 @@ KNOWN_GAPS = {
     "p76-deeprl-dqn-replay-feed.log": "phase: a replay buffer's feed() inside the agent's step is not a train frame",
     "p76-muzero-ray-replaybuffer.log": "phase: Ray's memory monitor killing a self-play run names no phase",
     "p78-ollama-rocm-steam-vram.log": "gpu/phase: ggml's 'current device: 0' and ollama's server lines are not read",
-    "p81-rlrobot-qbiassr-setup-memoryerror.log": "phase: a task set-up typed at the Python prompt is not read as init",
     "p81-screenshot2code-ipython-memoryerror.log": "phase: a notebook cell loading the whole dataset is not read as init",
     "p82-rtsbs-fullvideo-cpualloc.log": "phase: reading a whole video before the loop is not read as init",
     "p86-bytetrack-300cls-label-assign.log": "phase: YOLOX's caught label-assignment OOM lines are not read as training",
@@ -207,6 +206,14 @@ KNOWN_GAPS = {
                                                  "labels start-up failures train)",
     "p171-oellm-lighteval-batchprobe-slurm-killed.log": "phase: lighteval's 'Detecting largest batch size' line glued "
                                                         "to a counter is not read as evaluation",
+    "p172-openpi-pi0-a6000-init-train-state.log": "line and phase: an XLA allocator warning cut after 'requested "
+                                                   "by op' is not joined to the RESOURCE_EXHAUSTED line after it, and "
+                                                   "the init_train_state call is only in the code line (the frame is "
+                                                   "main, inside a wrapper named test_train)",
+    "p174-sglangomni-s2pro-vocoder-2048tok.log": "phase: a serving engine's request lines before the message are not "
+                                                 "read as generation",
+    "p175-gaussiandreamer-130141gib-epoch0.log": "step and phase: Lightning's 'Epoch 0: 0/?' bar printed after the "
+                                                 "message (an unknown total) is not read",
     "p153-neuralplexer-6gb-triangle-softmax.log": "held-out, scored only: phase: a structure-sampling call chain "
                                                   "(frames as bare 'file line function' rows) is not read as inference",
     "p154-noisyrollout-a800-raylet-after-rollout-sleep.log": "held-out, scored only: Ray's raylet line '1 Workers "

@@ -121,6 +121,7 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "init_weights", "_init_weights", "from_config", "model_init", "initialize_optimizer_states",
         # peft readying a (quantized) base for adapters: its names say "training", but no step has run
         "prepare_model_for_kbit_training", "prepare_model_for_int8_training", "prepare_model_for_training",
+        "setup", "_setup", "setup_model", "setup_data",  # pycaret's setup(), Lightning's setup hooks: before any step
         "_cuda_deserialize", "default_restore_location",  # torch.load restoring a checkpoint's tensors onto the GPU
         "__init__",  # a model's, dataset's or trainer's constructor: set-up (a train/eval frame inside it still wins)
         # the data prepared before the first step (tokenised, featurised, cached)
@@ -523,7 +524,21 @@ def frames_after_ide_banner(lines: Sequence[Line], idx: int, end: int, rank: int
     return [entry for frame in reversed(stack) for entry in frame]
 
 
+# A loop named for both ("train_and_evaluate", "train_eval", "train_and_valid") is the training loop that
+# evaluates now and then: a frame inside it is training unless an inner frame names evaluation.
+TRAIN_AND_EVAL = lazy(r"^_?(?:run_)?train(?:ing)?_(?:and_)?(?:eval|evaluate|valid|validate|test)(?:_\w{1,20})?$")
+
+
+# Set-up named after what it sets up: Flax's create_train_state, init_train_state, setup_training, build_trainer.
+TRAIN_SETUP = lazy(r"^_?(?:init|initialize|create|setup|set_up|build|make|prepare)_\w{0,30}?(?:train|training|trainer)"
+                   r"(?:_\w{1,30})?$")
+
+
 def _phase_of_name(name: str) -> list[str]:
+    if TRAIN_AND_EVAL.match(name):
+        return ["train"]
+    if TRAIN_SETUP.match(name):
+        return ["init"]
     phases = [p for p in PHASE_ORDER if name in PHASE_FRAMES[p]]
     low = name.lower()
     phases += [p for p, subs in _PHASE_SUBSTRINGS if p not in phases and any(x in low for x in subs)]

@@ -105,6 +105,8 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
             offsets.append(len(text))
             text += nxt.text.lstrip()
         elif mode == "tight" or (mode == "auto" and wrapped):
+            if prev_raw.endswith(" ") and not text.endswith(" "):
+                text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB"
             offsets.append(len(text))
             text += nxt.raw
         elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text):
