@@ -682,11 +682,13 @@ EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evalu
 # A script run as a program (its `<module>` frame) says what it is by its file name: test.py, eval_x.py and
 # predict.py evaluate; preprocess.py and data_loader.py prepare data before any training. Weakest evidence: used
 # only when no function in the traceback names a phase.
+# Script names, shared by a traceback's <module> frame and the launch command: evaluation scripts (test.py,
+# eval_x.py, predict.py) and generative models' sampling scripts (sample.py, image_sample.py, generate.py).
+EVAL_SCRIPT = r"test|tests?_\w{1,40}|\w{1,40}_test|eval\w{0,40}|predict\w{0,40}"
+SAMPLING_SCRIPT = r"(?:\w{1,20}_)?sample(?:_\w{1,40})?|generate(?:_\w{1,40})?"
 SCRIPT_PHASES = (
-    ("eval", lazy(r'[/\\"](?:test|tests?_\w{1,40}|\w{1,40}_test|eval\w{0,40}|predict\w{0,40}|infer\w{0,40})\.py"')),
-    # sampling scripts of generative models: sample.py, image_sample.py, sample_video.py, generate.py, txt2img.py
-    ("generate", lazy(r'[/\\"](?:(?:\w{1,20}_)?sample(?:_\w{1,40})?|generate(?:_\w{1,40})?|(?:txt|img)2(?:img|vid|video)'
-                      r'\w{0,20})\.py"')),
+    ("eval", lazy(r'[/\\"](?:' + EVAL_SCRIPT + r'|infer\w{0,40})\.py"')),
+    ("generate", lazy(r'[/\\"](?:' + SAMPLING_SCRIPT + r'|(?:txt|img)2(?:img|vid|video)\w{0,20})\.py"')),
     ("init", lazy(r'[/\\"](?:prepro\w{0,40}|preprocess\w{0,40}|prepare_\w{1,40}|data_?loader\w{0,40}'
                   r'|make_dataset\w{0,40}|build_dataset\w{0,40})\.py"')),
 )
@@ -700,8 +702,8 @@ LAUNCH = lazy(r"^\s{0,4}(?:[$#>]\s{1,2})?(?:[A-Z_]{1,40}=\S{1,80}\s{1,4}){0,4}"
               r"(?:\s{1,4}--?[\w-]{1,40}(?:[= ][\w.:/-]{1,80})?){0,6}\s{1,4}(?P<script>[\w./\\-]{1,200}\.(?:py|sh))\b")
 LAUNCH_PHASES = (
     # not "inference.py": a generative model's inference is generation, a classifier's is evaluation
-    ("eval", lazy(r"(?:^|[/\\])(?:test|tests?_\w{1,40}|\w{1,40}_test|eval\w{0,40}|predict\w{0,40})\.(?:py|sh)$")),
-    ("generate", lazy(r"(?:^|[/\\])(?:(?:\w{1,20}_)?sample(?:_\w{1,40})?|generate(?:_\w{1,40})?)\.(?:py|sh)$")),
+    ("eval", lazy(r"(?:^|[/\\])(?:" + EVAL_SCRIPT + r")\.(?:py|sh)$")),
+    ("generate", lazy(r"(?:^|[/\\])(?:" + SAMPLING_SCRIPT + r")\.(?:py|sh)$")),
 )
 LAUNCH_LINES_AFTER = 40
 
@@ -785,7 +787,7 @@ def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
 # decoder is generating, a loader is setting up.
 COMFY_NODE = lazy(r"^\s{0,4}Error occurred when executing (?P<node>[\w .-]{1,80}?):\s*$")
 COMFY_NODE_PHASES = (("generate", lazy(r"Sampler|VAE ?Decode|VAE ?Encode|Upscale|Detailer", regex.I)),
-                     ("init", lazy(r"Load(?:er)?\b|Load(?:er)?[A-Z_]|^Load", 0)))
+                     ("init", lazy(r"Load(?:er)?(?:\b|[A-Z_])")))
 COMFY_HEADER_LINES = 6
 
 
