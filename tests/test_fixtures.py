@@ -214,6 +214,14 @@ KNOWN_GAPS = {
                                                  "read as generation",
     "p175-gaussiandreamer-130141gib-epoch0.log": "step and phase: Lightning's 'Epoch 0: 0/?' bar printed after the "
                                                  "message (an unknown total) is not read",
+    "p176-datasets-concat-deepcopy-memoryerror.log": "phase: a dataset being concatenated in a notebook cell is not "
+                                                     "read as set-up",
+    "p178-directml-tf-conv-bs16-dml0.log": "held-out, scored only: gpu index and phase: DirectML's device:DML:0 and "
+                                           "its training are not read",
+    "p178-ipexllm-vllm-qwen2-int4-a770.log": "held-out, scored only: phase: an XPU serving engine's generation is not "
+                                             "read",
+    "p179-unsupdet-tf-pinned-host-4gib.log": "phase: a project's own 'Training ...' banner between dashes is not read "
+                                             "as training",
     "p153-neuralplexer-6gb-triangle-softmax.log": "held-out, scored only: phase: a structure-sampling call chain "
                                                   "(frames as bare 'file line function' rows) is not read as inference",
     "p154-noisyrollout-a800-raylet-after-rollout-sleep.log": "held-out, scored only: Ray's raylet line '1 Workers "

@@ -178,6 +178,16 @@ EXAMPLES = [
     ("RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly", "host_oom", None, {}),
     ("MemoryError: Error assigning 1073741824 bytes", "host_oom", None,
      {"requested_bytes": 1073741824}),  # cymem's pool (spaCy, thinc)
+    ("Tried to allocate 4.00 GiB. GPU 2 has a total capacity of 21.99 GiB of which 1.21 GiB is free. Including "
+     "non-PyTorch memory, this process has 20.77 GiB memory in use.", "cuda_oom", None,
+     {"requested_bytes": 4 * 2**30, "gpu_index": 2, "process_in_use_bytes": round(20.77 * 2**30)}),  # 2.1+, head cut
+    ("MemoryError                               Traceback (most recent call last)", "host_oom", None,
+     {}),  # a notebook's traceback header, the paste ending before the exception line
+    ("memory allocation of 150994960 bytes failedAborted (core dumped)", "host_oom", None,
+     {"requested_bytes": 150994960}),  # Rust's global allocator (tokenizers, polars), the shell's notice glued
+    ("2020-11-24 11:32:25.434730: E tensorflow/stream_executor/cuda/cuda_driver.cc:868] failed to alloc 4294967296 "
+     "bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory", "tf_oom", None,
+     {"requested_bytes": 4294967296}),  # TensorFlow pinning host memory through the driver
 ]
 
 

@@ -23,6 +23,7 @@ TRIGGERS = (
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
     "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
+    "memory allocation of",
     *KILLED_TRANSLATED,
 )
 
@@ -76,6 +77,16 @@ CACHING_ANY = lazy(
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
     + r" memory in use\.\s?){1,64}))?"
     r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?)?)?"
+)
+# A 2.1+ message whose head a paste cut off and whose tail is cut too: "Tried to allocate 4.00 GiB. GPU 2 has a total
+# capacity of 21.99 GiB of which 1.21 GiB is free. Including non-PyTorch memory, ..." at the start of a line. The
+# device clause is required: another error's "Tried to allocate" is not an OOM.
+CACHING_2_1_HEADLESS = lazy(
+    r"(?<=^[\s.…>]{0,8})Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d{1,6})(?!\d) has a total "
+    r"capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
+    r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
+    + r" memory in use\.\s?){1,64}))?"
+    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?"
 )
 # The first sentence alone, with the exception that raised it ("torch.cuda.OutOfMemoryError: CUDA out of
 # memory." - a paste or a notebook cut after it): no figures, but the exception names an allocator failure.
@@ -135,6 +146,8 @@ CUDA_ERROR_STRICT = lazy(
 # A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
 # call last)". It is the failure only when the message itself was not kept (the cell's output was cut).
 IPYTHON_OOM_HEADER = lazy(r"^\s{0,4}(?:torch\.(?:cuda\.)?)?OutOfMemoryError\s{2,200}Traceback \(most recent call last\)")
+# The same header for Python's host MemoryError, when the paste ends before the exception line.
+IPYTHON_MEMORY_ERROR_HEADER = lazy(r"^\s{0,4}MemoryError\s{2,200}Traceback \(most recent call last\)")
 # The DataLoader's own report of a worker that died without a Python exception; the kernel's OOM killer is the
 # common cause (a segfault or bus error prints its own line first, see DATALOADER_NOT_OOM).
 DATALOADER_EXIT = lazy(r"DataLoader worker \(pid\(s\) [\d, ]{1,200}\) exited unexpectedly")
@@ -186,6 +199,9 @@ STREAM_EXECUTOR_OOM = lazy(
     r"failed to allocate (?P<pretty>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \((?P<requested>\d{1,20}) bytes\) from device: "
     r"(?:CUDA_ERROR_OUT_OF_MEMORY|hipError_t\(1002\)|hipErrorOutOfMemory)"  # ROCm's stream executor: HIP's old 1002
 )
+# The same stream executor failing to pin host memory for transfers (cuMemHostAlloc): "failed to alloc 4294967296
+# bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory" - host RAM, reported through the driver.
+STREAM_EXECUTOR_HOST = lazy(r"failed to alloc (?P<requested>\d{1,20}) bytes on host: CUDA_ERROR_OUT_OF_MEMORY")
 KV_CACHE = lazy(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV cache \((?P<tokens>\d{1,20})\)"
@@ -262,6 +278,9 @@ RAY_HOST_OOM = lazy(r"RayOutOfMemoryError: More than \d{1,3}% of the memory on n
 # cymem's pool (spaCy, thinc) failing to get host memory: "MemoryError: Error assigning 18446744072562989824 bytes" (a
 # size that wrapped around reads as an impossible request, which the figures' plausibility check then flags).
 CYMEM_ALLOC = lazy(r"MemoryError: Error assigning (?P<requested>\d{1,25}) bytes")
+# Rust's global allocator failing (tokenizers, polars, candle, ...): "memory allocation of 150994960 bytes failed",
+# often with the shell's "Aborted" glued after it.
+RUST_ALLOC = lazy(r"memory allocation of (?P<requested>\d{1,25}) bytes failed")
 PY_MEMORY_ERROR = lazy(r"\A\s{0,8}(?:builtins\.)?MemoryError(?:\s*\Z|\s*\n|:[^\n]{0,300}\Z)")
 HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
