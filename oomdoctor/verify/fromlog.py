@@ -178,14 +178,10 @@ def _origins(config: dict[str, Any], derived: Any, assumed: dict[str, str], sour
 
     out: dict[str, str] = {}
     for param in config["workload"]["params"]:
-        if param in assumed:
-            out[f"workload.params.{param}"] = "assumed: not in the log"
-        elif where := shown(*PARAM_FACTS.get(param, ())):
-            out[f"workload.params.{param}"] = where
-        elif param == "heads":
-            out["workload.params.heads"] = f"derived: width / {HEAD_DIM} (the log names no head count)"
-        else:
-            out[f"workload.params.{param}"] = "not in the log: the default"
+        where = None if param in assumed else shown(*PARAM_FACTS.get(param, ()))
+        if param == "heads" and where is None:
+            where = f"derived: width / {HEAD_DIM} (the log names no head count)"
+        out[f"workload.params.{param}"] = where or "assumed: not in the log"
     out["memory.limit"] = f"{source}:{line}  the device total in the OOM message, less other processes"
     memory = config["memory"]
     out["memory.non_pytorch"] = (f"{source}:{line}  the OOM message" if "non_pytorch" in memory
