@@ -222,6 +222,12 @@ KNOWN_GAPS = {
                                              "read",
     "p179-unsupdet-tf-pinned-host-4gib.log": "phase: a project's own 'Training ...' banner between dashes is not read "
                                              "as training",
+    "p182-optsd-1660s-standard-script.log": "held-out, scored only: phase: a txt2img launch command is not read as "
+                                            "generation",
+    "p183-ffdl-tf-learner-pod-killed-137.log": "held-out, scored only: phase: a kill right after TensorFlow creates "
+                                               "its device, before any step, is not read as set-up",
+    "p183-kftrainer-operator-init-oomkilled-ocp.log": "held-out, scored only: phase: a container OOM-killed at "
+                                                      "creation is not read as set-up",
     "p153-neuralplexer-6gb-triangle-softmax.log": "held-out, scored only: phase: a structure-sampling call chain "
                                                   "(frames as bare 'file line function' rows) is not read as inference",
     "p154-noisyrollout-a800-raylet-after-rollout-sleep.log": "held-out, scored only: Ray's raylet line '1 Workers "
