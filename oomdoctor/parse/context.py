@@ -149,6 +149,11 @@ class StepCount(NamedTuple):
     bar: bool
 
 
+def may_hold_bar(text: str) -> bool:
+    """The cheap test before TQDM is tried: a count over a total beside a percentage or a bar's pipe."""
+    return ("%" in text or "|" in text) and "/" in text
+
+
 def step_of(line: Line) -> StepCount | None:
     """The step counter one line prints, or None."""
     text = line.text
@@ -161,7 +166,7 @@ def step_of(line: Line) -> StepCount | None:
     if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
-    if ("%" in text or "|" in text) and "/" in text:
+    if may_hold_bar(text):
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
             return None
@@ -190,7 +195,7 @@ def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[in
             continue
         text = ln.text
         banner = bool(EVAL_BANNER.search(text))
-        bars = list(TQDM.finditer(text)) if ("%" in text or "|" in text) and "/" in text else []
+        bars = list(TQDM.finditer(text)) if may_hold_bar(text) else []
         named = bool(bars) and bool(EVAL_BAR.search(text))
         if bars and int(bars[-1]["total"]) >= int(bars[-1]["n"]) and nearest is None and (not banner or named):
             nearest = int(bars[-1]["n"]), int(bars[-1]["total"]), ln
@@ -810,17 +815,21 @@ RAY_WORKER_ROW = lazy(r"^\s{0,8}(?P<pid>\d{1,10})\s{1,8}\S{1,16}\s{1,8}ray::(?:\
 RAY_LINES_BEFORE, RAY_LINES_AFTER = 3, 40
 
 
+def _method_witness(m: regex.Match[str], ln: Line) -> Witness | None:
+    """The phase a Ray task's method names (generate_sequences: generate), on its line."""
+    phases = _phase_of_name(m["method"])
+    return Witness(phases[0], ln) if phases else None
+
+
 def ray_task_phase(lines: Sequence[Line], idx: int, end: int) -> Witness | None:
     """The phase named by the Ray task a failure came from: the task error's header, else the killed worker's row."""
     near = lines[max(0, idx - RAY_LINES_BEFORE) : end + RAY_LINES_AFTER]
-    header = next((ln for ln in near if "ray::" in ln.text and RAY_TASK_HEADER.search(ln.text)), None)
+    header = next(((m, ln) for ln in near if "ray::" in ln.text and (m := RAY_TASK_HEADER.search(ln.text))), None)
+    if header and (witness := _method_witness(*header)):
+        return witness
     pid = next((m["pid"] for ln in lines[idx : end + 3] if (m := RAY_KILLED_PID.search(ln.text))), None)
-    row = next((ln for ln in near if pid and (m := RAY_WORKER_ROW.match(ln.text)) and m["pid"] == pid), None)
-    for ln, pattern in ((header, RAY_TASK_HEADER), (row, RAY_WORKER_ROW)):
-        m = pattern.search(ln.text) if ln else None
-        if ln and m and (phases := _phase_of_name(m["method"])):
-            return Witness(phases[0], ln)
-    return None
+    row = next(((m, ln) for ln in near if (m := RAY_WORKER_ROW.match(ln.text)) and m["pid"] == pid), None) if pid else None
+    return _method_witness(*row) if row else None
 
 
 # XLA names the jitted function in its op names: "pjit(train_step)", "jit(eval_step)/..."

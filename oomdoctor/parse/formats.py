@@ -65,6 +65,13 @@ CACHING_2_1 = lazy(
 PROCESS_CLAUSE = lazy(
     r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory in use"
 )
+# A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, the allocated figure.
+_FIGURES_2_1_CUT = (
+    r"has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
+    r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
+    + r" memory in use\.\s?){1,64}))?"
+    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?"
+)
 # Any caching-allocator message whose full form did not match (truncated at a NUL device index, cut by a
 # log collector, an unknown future era): the request is still known.
 CACHING_ANY = lazy(
@@ -73,20 +80,14 @@ CACHING_ANY = lazy(
     # whatever figures came before the cut, in either era's wording
     r"(?:;\s?(?P<total>" + SIZE + r") total ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already allocated"
     r"(?:;\s?(?P<free>" + SIZE + r") free)?)?"
-    r"| has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
-    r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
-    + r" memory in use\.\s?){1,64}))?"
-    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?)?)?"
+    r"| " + _FIGURES_2_1_CUT + r")?)?"
 )
 # A 2.1+ message whose head a paste cut off and whose tail is cut too: "Tried to allocate 4.00 GiB. GPU 2 has a total
 # capacity of 21.99 GiB of which 1.21 GiB is free. Including non-PyTorch memory, ..." at the start of a line. The
 # device clause is required: another error's "Tried to allocate" is not an OOM.
 CACHING_2_1_HEADLESS = lazy(
-    r"(?<=^[\s.…>]{0,8})Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d{1,6})(?!\d) has a total "
-    r"capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
-    r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
-    + r" memory in use\.\s?){1,64}))?"
-    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?"
+    r"(?<=^[\s.…>]{0,8})Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d{1,6})(?!\d) "
+    + _FIGURES_2_1_CUT
 )
 # The first sentence alone, with the exception that raised it ("torch.cuda.OutOfMemoryError: CUDA out of
 # memory." - a paste or a notebook cut after it): no figures, but the exception names an allocator failure.
@@ -272,15 +273,15 @@ CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
 # running low on memory." (Ray 2.x).
 RAY_HOST_OOM = lazy(r"RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
                     r"|OutOfMemoryError: (?:Task|Actor) was killed due to the node running low on memory")
-# Python's own MemoryError closing a traceback: the bare class name on its line ("MemoryError"), or with a detail the
-# formats above do not own ("MemoryError: cannot allocate memory"). Never part of a longer name (OutOfMemoryError,
-# _ArrayMemoryError) or of a sentence.
 # cymem's pool (spaCy, thinc) failing to get host memory: "MemoryError: Error assigning 18446744072562989824 bytes" (a
 # size that wrapped around reads as an impossible request, which the figures' plausibility check then flags).
 CYMEM_ALLOC = lazy(r"MemoryError: Error assigning (?P<requested>\d{1,25}) bytes")
 # Rust's global allocator failing (tokenizers, polars, candle, ...): "memory allocation of 150994960 bytes failed",
 # often with the shell's "Aborted" glued after it.
 RUST_ALLOC = lazy(r"memory allocation of (?P<requested>\d{1,25}) bytes failed")
+# Python's own MemoryError closing a traceback: the bare class name on its line ("MemoryError"), or with a detail the
+# formats above do not own ("MemoryError: cannot allocate memory"). Never part of a longer name (OutOfMemoryError,
+# _ArrayMemoryError) or of a sentence.
 PY_MEMORY_ERROR = lazy(r"\A\s{0,8}(?:builtins\.)?MemoryError(?:\s*\Z|\s*\n|:[^\n]{0,300}\Z)")
 HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"

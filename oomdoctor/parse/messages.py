@@ -82,6 +82,11 @@ def _size(m: Match, group: str) -> int | None:
     return parse_size(v) if v else None
 
 
+def _requested_only(m: Match) -> Figures:
+    """A message that prints the request in bytes and nothing else."""
+    return {"requested_bytes": int(m["requested"])}
+
+
 def _caching_common(m: Match) -> Figures:
     req = m["requested"]
     gpu = m.groupdict().get("gpu")
@@ -251,7 +256,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   same_failure=True),
     # admitted on its own words too: TF 1.x printed the driver's error name without ": out of memory" after it
     MessageFormat("STREAM_EXECUTOR_OOM", (*_OOM_WORDS, "from device: "), P.STREAM_EXECUTOR_OOM, _tf_if_named,
-                  lambda m: {"requested_bytes": int(m["requested"])}),
+                  _requested_only),
     MessageFormat("STREAM_EXECUTOR_HOST", ("bytes on host",), P.STREAM_EXECUTOR_HOST, _tf_if_named,
                   lambda m: {"requested_bytes": int(m["requested"]), "detail": {"pinned_host": True}}),
     MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
@@ -265,8 +270,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
     MessageFormat("FAISS_GPU", ("cudaMalloc error out of memory",), P.FAISS_GPU, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "gpu_index": int(m["gpu"])}),
-    MessageFormat("FAISS_GPU_OLD", ("failed to cudaMalloc",), P.FAISS_GPU_OLD, "cuda_error", lambda m: {
-        "requested_bytes": int(m["requested"])}),
+    MessageFormat("FAISS_GPU_OLD", ("failed to cudaMalloc",), P.FAISS_GPU_OLD, "cuda_error", _requested_only),
     MessageFormat("MXNET_CUDA", ("cudaMalloc failed", "cudaMalloc retry failed"), P.MXNET_CUDA, "cuda_error",
                   recognise_only=True),
     MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)",), P.TENSORRT_OOM, "cuda_error",
@@ -283,15 +287,14 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "free_bytes": _size(m, "free"), "gpu_index": int(m["gpu"])}),
     MessageFormat("PADDLE_HOST", ("Fail to alloc memory",), P.PADDLE_HOST, "host_oom",
-                  lambda m: {"requested_bytes": int(m["requested"])}),
+                  _requested_only),
     MessageFormat("CUBLAS", ("ALLOC_FAILED",), P.CUBLAS, "cublas",
                   lambda m: {"detail": {"library": (m["lib"] or "CUDNN").upper()}}),
     # TensorFlow / XLA. TensorFlow warns with the same words when it only lost speed: not a failure.
     MessageFormat("XLA_BYTES", _XLA_WORDS, P.XLA_BYTES, "xla_oom",
                   lambda m: {"requested_bytes": parse_size(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("SKIP_BATCH", ("ran out of memory",), P.SKIP_BATCH, "cuda_oom", recognise_only=True, same_failure=True),
-    MessageFormat("XLA_REQUEST", _XLA_WORDS, P.XLA_REQUEST, "xla_oom", lambda m: {
-        "requested_bytes": int(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("XLA_REQUEST", _XLA_WORDS, P.XLA_REQUEST, "xla_oom", _requested_only, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("XLA_HBM", _XLA_WORDS, P.XLA_HBM, "xla_oom", lambda m: {
         "total_bytes": _xla_size(m["limit"]), "detail": {"used_bytes": _xla_size(m["used"]), "memory_space": m["space"]}},
         veto=P.TF_NOT_A_FAILURE),
@@ -312,9 +315,9 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True),
     MessageFormat("RAY_HOST_OOM", ("OutOfMemoryError",), P.RAY_HOST_OOM, "host_oom", recognise_only=True),
     MessageFormat("RUST_ALLOC", ("memory allocation of",), P.RUST_ALLOC, "host_oom",
-                  lambda m: {"requested_bytes": int(m["requested"])}, single_line=True),
+                  _requested_only, single_line=True),
     MessageFormat("CYMEM_ALLOC", ("Error assigning",), P.CYMEM_ALLOC, "host_oom",
-                  lambda m: {"requested_bytes": int(m["requested"])}, single_line=True),
+                  _requested_only, single_line=True),
     MessageFormat("PY_MEMORY_ERROR", ("MemoryError",), P.PY_MEMORY_ERROR, "host_oom", recognise_only=True,
                   single_line=True),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
