@@ -175,7 +175,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
        base_dir: Path | None = None) -> Callable[[], None]:
     """Build the model on `device` and return a callable that runs one step of `phase`; what the run keeps beside
     the model (a trainer's reference model, DDP's gradient buckets) is built too and stays resident with the step."""
-    from oomdoctor.verify.workload import ddp_buckets
+    from oomdoctor.verify.workload import ddp_buckets, keeping
 
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
     model = build(p, device, base_dir)
@@ -184,14 +184,8 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     if p.reference_model:
         beside.append(_frozen_copy(p, device, base_dir))
     if p.ddp_buckets:
-        beside.append(ddp_buckets(list(model.parameters()), device))
-    if not beside:
-        return step
-
-    def step_beside() -> None:
-        _ = beside
-        step()
-    return step_beside
+        beside.append(ddp_buckets(model.parameters(), device))
+    return keeping(step, beside)
 
 
 def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable[[], None]:

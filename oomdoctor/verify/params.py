@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Dtype = Literal["float32", "bfloat16", "float16"]
 
 
+DDP_BUCKETS_DOC = ("DistributedDataParallel's gradient buckets (gradient_as_bucket_view false, its default): a flat "
+                   "copy of every trainable gradient in 25 MB buckets, allocated when the model is wrapped and kept "
+                   "for the run")
+
+
 class TransformerParams(BaseModel):
     """A decoder-only transformer step, standing for one rank of an N-GPU (ZeRO/FSDP) job."""
 
@@ -42,9 +47,7 @@ class TransformerParams(BaseModel):
     master_weights: bool = Field(True, description="keep fp32 master weights when dtype is not float32")
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
     world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
-    ddp_buckets: bool = Field(False, description="DistributedDataParallel's gradient buckets (gradient_as_bucket_view "
-                              "false, its default): a flat copy of every trainable gradient in 25 MB buckets, "
-                              "allocated when the model is wrapped and kept for the run")
+    ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
     offload: Literal["none", "optimizer", "all"] = "none"
     fused_cross_entropy: bool = False
     ce_chunk_tokens: int = Field(4096, ge=1)
@@ -119,9 +122,7 @@ class HFParams(BaseModel):
                                        "of the last completion_len tokens of each seq_len-token sequence only, from "
                                        "logits in the weights' dtype, one sequence's log-softmax at a time; unset: "
                                        "the causal-LM loss over every token")
-    ddp_buckets: bool = Field(False, description="DistributedDataParallel's gradient buckets (gradient_as_bucket_view "
-                              "false, its default): a flat copy of every trainable gradient in 25 MB buckets, "
-                              "allocated when the model is wrapped and kept for the run")
+    ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
     reference_model: bool = Field(False, description="an RL or preference trainer's frozen reference copy of the "
                                   "policy (TRL with beta > 0 and no PEFT): the same weights once more, resident")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")

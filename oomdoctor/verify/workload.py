@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -32,7 +32,7 @@ DDP_BUCKET_BYTES = 25 * 1024 * 1024  # DistributedDataParallel's bucket_cap_mb d
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # its first bucket is small, so the first allreduce starts early
 
 
-def ddp_buckets(parameters: Iterator[torch.Tensor] | list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+def ddp_buckets(parameters: Iterable[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
     """DistributedDataParallel's gradient buckets for these parameters, as its Reducer allocates them when the model
     is wrapped: flat tensors of the trainable parameters' dtype, 1 MiB first then up to 25 MiB each, holding a copy
     of every gradient (with gradient_as_bucket_view off, the default, the .grad tensors are separate)."""
@@ -42,13 +42,25 @@ def ddp_buckets(parameters: Iterator[torch.Tensor] | list[torch.Tensor], device:
             sizes[q.dtype] = sizes.get(q.dtype, 0) + q.numel()
     out: list[torch.Tensor] = []
     for dtype, numel in sizes.items():
-        item = torch.empty((), dtype=dtype).element_size()
+        item = dtype.itemsize
         left, cap = numel, DDP_FIRST_BUCKET_BYTES // item
         while left > 0:
             n = min(left, cap)
             out.append(torch.empty(n, dtype=dtype, device=device))
             left, cap = left - n, DDP_BUCKET_BYTES // item
     return out
+
+
+def keeping(step: Callable[[], None], resident: list[Any]) -> Callable[[], None]:
+    """`step`, with what the run keeps beside the model (DDP's buckets, a reference model) held for as long as the
+    step is: allocated once when the workload is built, never freed by a trial."""
+    if not resident:
+        return step
+
+    def step_beside() -> None:
+        _ = resident
+        step()
+    return step_beside
 
 
 def decode_chunks(max_new_tokens: int) -> Iterator[int]:
@@ -397,15 +409,8 @@ def transformer(params: dict[str, Any] | TransformerParams, device: torch.device
     p = params if isinstance(params, TransformerParams) else TransformerParams.model_validate(params)
     ctx = Ctx(p, device)
     model = Transformer(ctx)
-    if p.ddp_buckets:
-        step = _phase_step(p, model, device, phase)
-        buckets = ddp_buckets(list(model.parameters()), device)
-
-        def step_beside_buckets() -> None:
-            _ = buckets
-            step()
-        return step_beside_buckets
-    return _phase_step(p, model, device, phase)
+    step = _phase_step(p, model, device, phase)
+    return keeping(step, [ddp_buckets(model.parameters(), device)] if p.ddp_buckets else [])
 
 
 def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
