@@ -701,19 +701,17 @@ def test_a_message_hard_wrapped_at_a_space_keeps_the_space():
     assert e.process_in_use_bytes == round(79.25 * 2**30) and e.allocated_bytes == round(73.91 * 2**30)
 
 
-def _traceback_through(*funcs: str) -> str:
-    out = 'Traceback (most recent call last):\n  File "main.py", line 9, in <module>\n    main()\n'
-    for i, f in enumerate(funcs):
-        out += f'  File "/workspace/lib/mod.py", line {10 + i}, in {f}\n    x = y()\n'
-    return out
+def _through(*funcs: str) -> str:
+    """A traceback from a script's <module> frame through library functions named `funcs`, outermost first."""
+    return _frames(("main.py", "<module>"), *((f"{SITE}/lib/mod.py", f) for f in funcs))
 
 
 def test_loop_and_set_up_names_that_mention_training():
-    (e,) = events(_traceback_through("train_and_evaluate", "forward") + MSG)  # the training loop that also evaluates
+    (e,) = events(_through("train_and_evaluate", "forward") + MSG)  # the training loop that also evaluates
     assert e.phase == "train"
-    (e,) = events(_traceback_through("train_and_evaluate", "evaluate") + MSG)  # unless an inner frame is the evaluation
+    (e,) = events(_through("train_and_evaluate", "evaluate") + MSG)  # unless an inner frame is the evaluation
     assert e.phase == "eval"
-    (e,) = events(_traceback_through("create_train_state", "init") + MSG)  # Flax: building the state is set-up
+    (e,) = events(_through("create_train_state", "init") + MSG)  # Flax: building the state is set-up
     assert e.phase == "init"
-    (e,) = events(_traceback_through("setup", "fit_transform") + MSG)  # pycaret's setup(), Lightning's setup hooks
+    (e,) = events(_through("setup", "fit_transform") + MSG)  # pycaret's setup(), Lightning's setup hooks
     assert e.phase == "init"
