@@ -68,10 +68,12 @@ ROWS: list[tuple[str, dict, int | str, str]] = [
 
 
 def replay(params: dict, capacity: int) -> dict:
+    from oomdoctor.verify.libraries import workspaces
     from oomdoctor.verify.trial import run_sim
 
+    # both sources measured on A100s: cuBLAS's default workspaces, one per thread running matrix products
     return run_sim({"device": "sim", "phase": "train", "steps": 2, "capacity_bytes": capacity,
-                    "non_pytorch_bytes": 0, "alloc_conf": "",
+                    "non_pytorch_bytes": 0, "alloc_conf": "", "workspace_bytes": workspaces("A100"),
                     "workload": {"kind": "hf" if "config" in params else "transformer", "params": params}})
 
 

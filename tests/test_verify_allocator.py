@@ -282,3 +282,28 @@ def test_equal_free_blocks_go_to_the_newest_segment_first():
     alloc.free(first)
     alloc.free(second)
     assert alloc.malloc(20 * MIB).seg == second.seg
+
+
+# --- library workspaces (verify/libraries.py: sizes as ATen's CublasHandlePool.cpp sets them) -------------------
+
+@pytest.mark.parametrize("gpu,sm90", [("NVIDIA H100 80GB HBM3", True), ("H200", True), ("NVIDIA GH200 480GB", True),
+                                      ("NVIDIA H20", True), ("H800 PCIe", True), ("sm90", True),
+                                      ("NVIDIA A100-SXM4-80GB", False), ("Tesla V100-SXM2-32GB", False),
+                                      ("NVIDIA GeForce RTX 4090", False), ("NVIDIA H1000", False), (None, False),
+                                      ("NVIDIA B200", False)])
+def test_hopper_is_told_by_name(gpu, sm90):
+    from oomdoctor.verify.libraries import is_sm90
+
+    assert is_sm90(gpu) is sm90
+
+
+def test_workspace_sizes_follow_the_gpu_and_cublas_workspace_config():
+    from oomdoctor.units import KIB
+    from oomdoctor.verify.libraries import WorkspaceConfigError, workspaces
+
+    assert workspaces() == (8 * MIB + 128 * KIB, MIB)  # ":4096:2:16:8"
+    assert workspaces("H100") == (32 * MIB, MIB)  # ":4096:8" on sm90
+    assert workspaces("A100", ":4096:8") == (32 * MIB, MIB)  # the variable wins over the GPU's default
+    assert workspaces("H100", ":16:8") == (128 * KIB, 128 * KIB)  # the cuBLASLt workspace is capped by cuBLAS's
+    with pytest.raises(WorkspaceConfigError, match=":SIZE:COUNT"):
+        workspaces(None, "4096")

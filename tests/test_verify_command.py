@@ -83,6 +83,7 @@ def test_bad_transformer_param_points_into_params(tmp_path, capsys):
     ("workload: {model: transformer}\nmemory: {limit: 300MiB}\n", ":2:", "leaves nothing"),
     ("workload: {model: transformer}\nmemory: {limit: 1GiB}\ntimeout: .inf\n", ":3:", "timeout"),
     ("workload: {entry: missing_step.py:make}\nmemory: {limit: 1GiB}\n", ":1:", "no such file"),
+    ("workload: {model: transformer}\nmemory: {limit: 1GiB}\ncublas_workspace_config: '4096'\n", ":3:", ":SIZE:COUNT"),
 ])
 def test_bad_values(tmp_path, capsys, text, where, what):
     line = bad(tmp_path, capsys, text)
@@ -141,14 +142,14 @@ def test_baseline_ooms_and_a_fix_fits_json_contract(tmp_path, capsys):
           model: transformer
           params: {TINY}
         device: sim
-        memory: {{limit: 260MiB, non_pytorch: 0}}
+        memory: {{limit: 300MiB, non_pytorch: 0}}
         fixes: [halve-batch, free-other-process]
         """)
     out = tmp_path / "out.json"
     assert command.run(cfg, fmt="json", output=out) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc == json.loads(out.read_text())
-    assert doc["device"] == "sim" and doc["capacity_bytes"] == 260 * MIB
+    assert doc["device"] == "sim" and doc["capacity_bytes"] == 300 * MIB
     base, halve, other = doc["trials"]
     for t in doc["trials"]:
         assert {"fix", "oom", "peak_allocated_bytes", "peak_reserved_bytes", "seconds"} <= set(t)

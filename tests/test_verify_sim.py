@@ -14,9 +14,11 @@ from oomdoctor.verify.trial import run_sim  # noqa: E402
 TINY = {"layers": 2, "width": 128, "heads": 4, "vocab": 4096, "seq_len": 256, "batch": 8}
 
 
-def replay(phase: str = "train", steps: int = 1, capacity: int = GIB, alloc_conf: str = "", **params):
+def replay(phase: str = "train", steps: int = 1, capacity: int = GIB, alloc_conf: str = "",
+           workspace_bytes: tuple[int, int] = (0, 0), **params):
     spec = {"device": "sim", "phase": phase, "steps": steps, "capacity_bytes": capacity,
-            "alloc_conf": alloc_conf, "workload": {"kind": "transformer", "params": {**TINY, **params}}}
+            "alloc_conf": alloc_conf, "workspace_bytes": workspace_bytes,
+            "workload": {"kind": "transformer", "params": {**TINY, **params}}}
     return run_sim(spec)
 
 
@@ -197,3 +199,34 @@ def test_ddp_buckets_and_zero_exclude_each_other():
 
     with pytest.raises(ValidationError, match="ZeRO/FSDP"):
         TransformerParams.model_validate({**TINY, "ddp_buckets": True, "zero_stage": 2, "world_size": 4})
+
+
+@pytest.mark.parametrize("gpu", [None, "H100"])
+def test_cublas_workspaces_one_per_thread_held_for_the_whole_run(gpu):
+    # the forward runs on the Python thread and the backward on autograd's device thread: cuBLAS gives each thread
+    # its own handle, so two workspaces, allocated once and kept through the second step
+    from oomdoctor.verify.libraries import workspaces
+
+    ws = workspaces(gpu)
+    plain = replay(steps=2)
+    held = replay(steps=2, workspace_bytes=ws)
+    assert held["unlimited_peak_allocated_bytes"] - plain["unlimited_peak_allocated_bytes"] == 2 * ws[0]
+    assert held["events"] == plain["events"] + 2
+
+
+def test_a_biased_linear_also_takes_the_cublaslt_workspace_on_its_thread():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from oomdoctor.verify import simgpu
+
+    device = simgpu.setup()
+    cublas, lt = 3 * 1024 * 1024, 5 * 1024 * 1024  # sizes no tensor of this test has
+    tracker = simgpu.StorageTracker(workspaces=(cublas, lt))
+    with FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
+        layer = torch.nn.Linear(16, 16)
+        for _ in range(2):
+            layer(torch.randn(4, 16)).sum().backward()
+    sizes = [n for kind, _, n in tracker.trace if kind == "a"]
+    # forward addmm(bias, x, W.T): cuBLAS + cuBLASLt on the Python thread; backward mm: cuBLAS on its own thread
+    assert sizes.count(cublas) == 2 and sizes.count(lt) == 1
+    assert not any(kind == "f" and n in (cublas, lt) for kind, _, n in tracker.trace)  # never freed

@@ -14,6 +14,7 @@ from oomdoctor.units import MIB, UnitError, format_bytes, parse_size
 from oomdoctor.verify.allocator import AllocConf, AllocConfError
 from oomdoctor.verify.architectures import UnknownArchitecture, hf_replays
 from oomdoctor.verify.architectures import resolve as resolve_architecture
+from oomdoctor.verify.libraries import cublas_workspace_bytes
 from oomdoctor.verify.params import HFParams, TransformerParams
 
 DEFAULT_FIXES: dict[str, tuple[str, ...]] = {
@@ -96,6 +97,8 @@ class Memory(BaseModel):
     event: int = Field(0, ge=0)
     total: int | None = None
     non_pytorch: int | None = None
+    gpu: str | None = Field(None, description="the GPU's name (H100, A100-SXM4-80GB): Hopper's cuBLAS workspaces "
+                                              "are 32 MiB, other GPUs' 8 MiB")
 
     _sizes = field_validator("limit", "total", "non_pytorch", mode="before")(lambda cls, v: None if v is None
                                                                               else _size(v))
@@ -119,6 +122,7 @@ class VerifyConfig(BaseModel):
     device: Literal["auto", "cuda", "sim"] = "auto"
     memory: Memory
     alloc_conf: str = ""
+    cublas_workspace_config: str = Field("", description="CUBLAS_WORKSPACE_CONFIG as the run set it (:4096:8)")
     fixes: list[Annotated[str, AfterValidator(_fix_id)]] | None = None
     steps: int = Field(2, ge=1, description="steps to replay; 2 includes the optimizer's first step")
     timeout: float = Field(300.0, gt=0, le=86400, allow_inf_nan=False, description="seconds per trial (at most a day)")
@@ -131,6 +135,12 @@ class VerifyConfig(BaseModel):
             AllocConf.parse(v)
         except (AllocConfError, ValueError) as exc:
             raise ValueError(str(exc)) from exc
+        return v
+
+    @field_validator("cublas_workspace_config")
+    @classmethod
+    def _workspace(cls, v: str) -> str:
+        cublas_workspace_bytes(None, v)  # a WorkspaceConfigError is a ValueError: pydantic reports it with its line
         return v
 
 

@@ -28,6 +28,7 @@ import oomdoctor
 from oomdoctor.units import GIB, KIB, MIB, format_bytes, parse_size
 from oomdoctor.verify import fixes as fixmod
 from oomdoctor.verify.config import Resolved
+from oomdoctor.verify.libraries import workspaces
 from oomdoctor.verify.params import HFParams, TransformerParams
 from oomdoctor.verify.trial import HOST_MEMORY_TEXT, read_trace, replay_result
 
@@ -89,6 +90,7 @@ def spec_for(res: Resolved, device: str, variant: fixmod.Variant) -> dict[str, A
         "total_bytes": res.total_bytes,
         "non_pytorch_bytes": res.non_pytorch_bytes,
         "alloc_conf": variant.alloc_conf,
+        "workspace_bytes": workspaces(res.config.memory.gpu, res.config.cublas_workspace_config),
         "base_dir": str(res.path.parent.resolve()),
     }
 

@@ -156,6 +156,8 @@ def round_block(nbytes: int) -> int:
 
 
 _MM_OPS = {"mm", "addmm", "bmm", "baddbmm"}
+_CUBLAS_OPS = _MM_OPS | {"_addmm_activation", "addmv", "mv", "addbmm", "dot", "vdot", "addr"}  # a cuBLAS handle
+_CUBLASLT_OPS = {"addmm", "_addmm_activation"}  # with a 1-D bias these take ATen's cuBLASLt path (gemm_and_bias)
 
 
 class StorageTracker(TorchDispatchMode):
@@ -163,12 +165,16 @@ class StorageTracker(TorchDispatchMode):
 
     Enter it *inside* FakeTensorMode so it sees ops first. Frees come from weakref callbacks on the storage
     object, which fire in whichever thread drops the last reference (backward runs on the device thread).
-    It also counts matmul and attention FLOPs, the compute estimate verify reports on the simulator.
+    It also counts matmul and attention FLOPs, the compute estimate verify reports on the simulator, and allocates
+    the cuBLAS and cuBLASLt workspaces (`workspaces`: their bytes, see verify/libraries.py) the first time each
+    thread runs a matrix product, kept for the rest of the run as on CUDA.
     """
 
-    def __init__(self, device_type: str = DEVICE) -> None:
+    def __init__(self, device_type: str = DEVICE, workspaces: tuple[int, int] = (0, 0)) -> None:
         super().__init__()
         self.device_type = device_type
+        self.workspaces = workspaces
+        self._workspace_held: set[tuple[int, int]] = set()  # (thread, 0 cuBLAS / 1 cuBLASLt) already held
         self.trace: list[tuple[str, int, int]] = []
         self.live = 0
         self.peak = 0
@@ -200,6 +206,28 @@ class StorageTracker(TorchDispatchMode):
     def _freed(self, sid: int) -> None:
         """A storage died."""
 
+    def _add(self, nbytes: int) -> int:
+        """Count a new device allocation of `nbytes` (already rounded) and return its id."""
+        sid = self._next
+        self._next += 1
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        self.trace.append(("a", sid, nbytes))
+        return sid
+
+    def _workspace(self, name: str, args: tuple) -> None:
+        """Allocate the library workspaces a matrix product needs on this thread, once (never freed, as on CUDA)."""
+        if self.paused or name not in _CUBLAS_OPS or not args or not isinstance(args[0], torch.Tensor) \
+                or args[0].device.type != self.device_type:
+            return
+        lt = name in _CUBLASLT_OPS and args[0].dim() == 1  # addmm(bias, x, w) with a 1-D bias: gemm_and_bias
+        for kind in (0, 1) if lt else (0,):
+            key = (threading.get_ident(), kind)
+            if key not in self._workspace_held:
+                self._workspace_held.add(key)
+                nbytes = round_block(self.workspaces[kind])
+                self._allocated(self._add(nbytes), nbytes)
+
     def _track(self, t: torch.Tensor) -> None:
         if t.device.type != self.device_type:
             return
@@ -212,16 +240,12 @@ class StorageTracker(TorchDispatchMode):
         nbytes = round_block(storage.nbytes()) if storage.nbytes() else 0
         if nbytes == 0:
             return
-        sid = self._next
-        self._next += 1
         try:
-            storage._oomdoctor_sid = sid  # type: ignore[attr-defined]
+            storage._oomdoctor_sid = self._next  # type: ignore[attr-defined]
         except AttributeError:
             return
+        sid = self._add(nbytes)
         self._refs[sid] = weakref.ref(storage, self._on_free(sid, nbytes))
-        self.live += nbytes
-        self.peak = max(self.peak, self.live)
-        self.trace.append(("a", sid, nbytes))
         self._allocated(sid, nbytes)
 
     def _count_flops(self, func: Any, args: tuple, out: Any) -> None:
@@ -250,6 +274,8 @@ class StorageTracker(TorchDispatchMode):
         return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.workspaces[0]:
+            self._workspace(func.__name__.split(".")[0], args)
         out = func(*args, **(kwargs or {}))
         for t in _tensors(out):
             self._track(t)
@@ -278,8 +304,8 @@ class LiveTracker(StorageTracker):
     """Allocates every storage from the caching-allocator model as it is created, so the program itself meets the
     OOM at the failing allocation (as on a GPU of that size), with the allocator's state for `oomdoctor.capture`."""
 
-    def __init__(self, allocator: Any, history: bool = False) -> None:
-        super().__init__()
+    def __init__(self, allocator: Any, history: bool = False, workspaces: tuple[int, int] = (0, 0)) -> None:
+        super().__init__(workspaces=workspaces)
         self.allocator, self.history = allocator, history
         self.blocks: dict[int, Any] = {}
         self.frames: dict[int, list[dict[str, Any]]] = {}  # id(block) -> its stack, innermost first
@@ -337,16 +363,19 @@ def _python_frames(limit: int = 32) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | str = 0, history: bool = False):
+def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | str = 0, history: bool = False,
+             gpu: str | None = None):
     """Run the code inside on a simulated GPU of `capacity` ("24GiB" or bytes): tensors on the device it yields are
     fake (no memory, no compute) and allocated from the caching-allocator model, so an allocation that would not
-    fit raises torch.OutOfMemoryError with CUDA's message there. `history` records each allocation's Python stack
+    fit raises torch.OutOfMemoryError with CUDA's message there; `gpu` (its name: H100, A100) sizes the cuBLAS
+    workspaces. `history` records each allocation's Python stack
     (for `oomdoctor.capture`'s top allocations). Build the model inside the block: `Module.to(device)` and
     `.cuda()` are no-ops there (as in verify's trials; restored on exit)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from oomdoctor.units import parse_size
     from oomdoctor.verify.allocator import AllocConf, CachingAllocator
+    from oomdoctor.verify.libraries import workspaces
     from oomdoctor.verify.trial import patched_for_sim
 
     def size(v: int | str) -> int:
@@ -355,6 +384,6 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     device = setup()
     allocator = CachingAllocator(size(capacity), AllocConf.parse(alloc_conf), size(non_pytorch))
     # as in verify's trials (model.to(gpu)/.cuda() keep the model where it was built), and restored on exit
-    with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), LiveTracker(allocator, history), \
-            torch.device(device):
+    tracker = LiveTracker(allocator, history, workspaces(gpu))
+    with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
         yield device

@@ -74,7 +74,7 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
     _no_device_moves(torch)
     _tensors_via_host(torch)
     factory = _factory(spec)
-    tracker = simgpu.StorageTracker()
+    tracker = simgpu.StorageTracker(workspaces=tuple(spec.get("workspace_bytes") or (0, 0)))
     start = time.perf_counter()
     with FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
         step = factory(device)
