@@ -502,6 +502,16 @@ def test_an_evaluation_bar_with_the_message_glued_after_it_is_the_phase():
     assert event.phase != "eval"
 
 
+def test_a_keras_bar_at_its_total_still_showing_an_eta_is_the_epoch_end_validation():
+    message = "ResourceExhaustedError: OOM when allocating tensor with shape[1,64,96,96] and type float\n"
+    (event,) = events("Epoch 1/100\n100/100 [==============================] - ETA: 0s - loss: 0.7440\n" + message)
+    assert event.phase == "eval"
+    for bar in ("57/100 [================>.............] - ETA: 3s - loss: 0.7440\n",  # mid-epoch
+                "100/100 [==============================] - 41s 410ms/step - loss: 0.7440\n"):  # the epoch closed
+        (event,) = events("Epoch 1/100\n" + bar + message)
+        assert event.phase != "eval", bar
+
+
 def test_another_frameworks_trainer_py_is_not_hf_trainer():
     chainer = '  File "/opt/conda/lib/python2.7/site-packages/chainer/training/trainer.py", line 306, in run'
     lightning = '  File "/usr/lib/python3/site-packages/pytorch_lightning/trainer/trainer.py", line 1030, in _run_stage'

@@ -74,7 +74,6 @@ KNOWN_GAPS = {
     "p70-tftts-tacotron2-eval-decode.log": "held-out, scored only: phase: an '[eval]: 0it' bar glued to the message's end is not read",
     "p70-zipvoice-hindi-h100-softmax.log": "held-out, scored only: step/phase: icefall's 'Epoch 1, batch N, global_batch_idx: M' is not a step",
     "p72-ccnet-backward-after-snapshot.log": "held-out, scored only: step: 'iter = 0 of 60000 completed' is not read as a step",
-    "p62-stm32-keras-val-boxiou.log": "held-out, scored only: phase/step: a finished Keras bar with Hydra's error glued on, then a validation frame",
     "p63-svdxtend-1280x720-h100-ddp-silu.log": "held-out, scored only: step/phase: a 'Steps: 0%' bar glued before 'Traceback' is not read",
     "p64-alphafold-bfc-longseq.log": "held-out, scored only: line: the BFC allocator line and XLA's report are read as one event at the second",
     "p64-flax-dalle-tpu-reserve.log": "held-out, scored only: detect: the TPU's 'Attempting to reserve ... at the bottom of memory' is not an OOM yet",

@@ -183,6 +183,10 @@ EXAMPLES = [
      {"requested_bytes": 4 * 2**30, "gpu_index": 2, "process_in_use_bytes": round(20.77 * 2**30)}),  # 2.1+, head cut
     ("MemoryError                               Traceback (most recent call last)", "host_oom", None,
      {}),  # a notebook's traceback header, the paste ending before the exception line
+    ("ResourceExhaustedError                    Traceback (most recent call last)", "tf_oom", None,
+     {}),  # the same header for TensorFlow's OOM exception (Keras fit() in a notebook)
+    ("Killedg in train batch: 127687 / 263115", "host_oom", None,
+     {}),  # the shell's notice printed over the head of a counter redrawn with "\r"
     ("memory allocation of 150994960 bytes failedAborted (core dumped)", "host_oom", None,
      {"requested_bytes": 150994960}),  # Rust's global allocator (tokenizers, polars), the shell's notice glued
     ("2020-11-24 11:32:25.434730: E tensorflow/stream_executor/cuda/cuda_driver.cc:868] failed to alloc 4294967296 "
@@ -365,6 +369,21 @@ def test_a_notebook_header_stands_for_the_failure_only_when_its_message_was_cut(
     assert [(e.kind, e.line) for e in cut] == [("cuda_oom", 1)]
     whole = parse_text(header + frames + message).events
     assert [(e.kind, e.line, e.requested_bytes) for e in whole] == [("cuda_oom", 4, 20 * MIB)]
+
+
+def test_tensorflows_notebook_header_gives_way_to_its_message():
+    header = "ResourceExhaustedError                    Traceback (most recent call last)\n"
+    frames = "<ipython-input-17-44e10be293f6> in <module>\n----> 5 model.fit(x, y)\n"
+    message = ("ResourceExhaustedError:  OOM when allocating tensor with shape[8,64,112,112] and type float on "
+               "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n")
+    assert [(e.kind, e.line) for e in parse_text(header + frames).events] == [("tf_oom", 1)]
+    assert [(e.kind, e.line) for e in parse_text(header + frames + message).events] == [("tf_oom", 4)]
+
+
+def test_killed_over_a_redrawn_counter_but_not_words_that_begin_with_killed():
+    assert [e.kind for e in parse_text("Killedng batch 12 of 400\n").events] == ["host_oom"]
+    for benign in ("Killedar is a village\n", "Killed 3 / 4 stale workers\n"):
+        assert not parse_text(benign).events, benign
 
 
 def test_a_worker_that_a_segfault_killed_is_not_an_oom_kill():

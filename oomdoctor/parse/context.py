@@ -56,6 +56,9 @@ EVAL_BANNER = lazy(
     r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
     r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%(?:\||\s{1,4}\d{1,20}/\d{1,20}\s)"  # glyphs or none
+    # Keras fit(): the epoch's last batch drawn but the line still showing an ETA (its closing "- 12s 40ms/step" not
+    # yet written): the epoch-end validation pass is running
+    r"|^\s{0,4}(?P<kdone>\d{1,20})/(?P=kdone) \[=+\] - ETA: "
 )
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights"

@@ -247,14 +247,14 @@ class _NextMessage:
 def _superseded(lines: Sequence[Line], i: int, c: Classified, nxt: _NextMessage) -> bool:
     """A stand-in reading that the lines around it replace: a notebook header whose message follows, a worker exit
     that a segfault or bus error explains."""
-    if c.fmt.name == "IPYTHON_OOM_HEADER":
+    if c.fmt.name in ("IPYTHON_OOM_HEADER", "IPYTHON_TF_OOM_HEADER"):
         return nxt.after(i, HEADER_REACH_LINES)
     if c.fmt.name == "DATALOADER_EXIT":
         return any(P.DATALOADER_NOT_OOM.search(ln.text) for ln in lines[max(0, i - WORKER_REPORT_BACK_LINES) : i])
     return False
 
 
-_OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate")
+_OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate|ResourceExhaustedError:|OOM when allocating")
 _SINGLE_LINE_FORMATS = tuple(f for f in MESSAGE_FORMATS if f.single_line)
 
 

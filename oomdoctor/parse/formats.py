@@ -23,7 +23,7 @@ TRIGGERS = (
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
     "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
-    "memory allocation of",
+    "memory allocation of", "ResourceExhaustedError",
     *KILLED_TRANSLATED,
 )
 
@@ -147,6 +147,9 @@ CUDA_ERROR_STRICT = lazy(
 # A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
 # call last)". It is the failure only when the message itself was not kept (the cell's output was cut).
 IPYTHON_OOM_HEADER = lazy(r"^\s{0,4}(?:torch\.(?:cuda\.)?)?OutOfMemoryError\s{2,200}Traceback \(most recent call last\)")
+# The same header for TensorFlow's ResourceExhaustedError (Keras fit/predict in a notebook), message cut.
+IPYTHON_TF_OOM_HEADER = lazy(r"^\s{0,4}(?:tensorflow\.python\.framework\.errors_impl\.)?ResourceExhaustedError"
+                             r"\s{2,200}Traceback \(most recent call last\)")
 # The same header for Python's host MemoryError, when the paste ends before the exception line.
 IPYTHON_MEMORY_ERROR_HEADER = lazy(r"^\s{0,4}MemoryError\s{2,200}Traceback \(most recent call last\)")
 # The DataLoader's own report of a worker that died without a Python exception; the kernel's OOM killer is the
@@ -287,6 +290,8 @@ HOST_KILL = lazy(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|<Signals\.SIGKILL: 9>"
     r"|\bKilled\s*$|^\s*Killed\b|killed by signal: Killed|(?<!\d)\d{1,10} Killed\s"
     r"|(?<=[\d\]|%])Killed\s*$"  # the shell's notice glued to a progress line left without its newline: "loss: 2.1371Killed"
+    # ... or printed over the head of a counter redrawn with "\r": "Killedg in train batch: 127687 / 263115"
+    r"|^Killed(?=[a-z][^\n]{0,200}?\d{1,12}\s?(?:/|of)\s?\d{1,12}[^\n]{0,40}$)"
     r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
     r"|terminated by signal SIGKILL"  # fish
     r"|\b(?:exit|exited with|exit status) code 137\b|\binterrupted by signal 9\b"  # 128 + SIGKILL: PyCharm, Docker

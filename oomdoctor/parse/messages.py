@@ -323,6 +323,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
     MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
+    MessageFormat("IPYTHON_TF_OOM_HEADER", ("ResourceExhaustedError",), P.IPYTHON_TF_OOM_HEADER, "tf_oom",
+                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
     MessageFormat("IPYTHON_MEMORY_ERROR_HEADER", ("MemoryError",), P.IPYTHON_MEMORY_ERROR_HEADER, "host_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
     MessageFormat("DATALOADER_EXIT", ("exited unexpectedly",), P.DATALOADER_EXIT, "host_oom", recognise_only=True,
