@@ -335,6 +335,14 @@ def _no_prealloc(d: Derived) -> tuple[Changes, str | None]:
         "alone needs more, let it take more (XLA_PYTHON_CLIENT_MEM_FRACTION=0.95)")
 
 
+def _bucket_view(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "lightning_trainer": {"strategy": "DDPStrategy(gradient_as_bucket_view=True)"},
+        "accelerate_config": {"kwargs_handlers": "DistributedDataParallelKwargs(gradient_as_bucket_view=True)"},
+        "code": "model = DistributedDataParallel(model, device_ids=[local_rank], gradient_as_bucket_view=True)",
+    }, "one copy of the trainable gradients less: each .grad is a view into DDP's all-reduce bucket"
+
+
 BUILDERS: dict[str, Builder] = {
     "halve-batch": _halve_batch, "gradient-checkpointing": _checkpointing, "bf16-autocast": _bf16,
     "eval-no-grad": _eval_no_grad, "smaller-eval-batch": _smaller_eval_batch,
@@ -344,7 +352,7 @@ BUILDERS: dict[str, Builder] = {
     "more-gpus": _more_gpus, "fused-cross-entropy": _fused_ce, "free-other-process": _free_other,
     "fix-leak": _fix_leak, "empty-cache-before-save": _save, "lower-gpu-memory-utilization": _cache_budget,
     "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
-    "no-preallocation": _no_prealloc, "quantize-weights": _quantize,
+    "no-preallocation": _no_prealloc, "quantize-weights": _quantize, "ddp-bucket-view": _bucket_view,
 }
 
 
@@ -362,7 +370,7 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 
 # Fixes that change training: no use to a run that only serves or generates.
 TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
-                           "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak"})
+                           "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view"})
 # Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
 PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
 

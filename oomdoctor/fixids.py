@@ -29,12 +29,13 @@ FIX_IDS: dict[str, str] = {
     "group-by-length": "sort/bucket samples by length or pack sequences to cap the longest batch",
     "no-preallocation": "JAX/TF: allocate on demand instead of preallocating most of the GPU",
     "quantize-weights": "load the weights in 4- or 8-bit (bitsandbytes, GPTQ/AWQ, an int4 release; QLoRA to train)",
+    "ddp-bucket-view": "DistributedDataParallel(gradient_as_bucket_view=True): gradients live in DDP's buckets",
 }
 
 VERIFIABLE: frozenset[str] = frozenset({
     "halve-batch", "gradient-checkpointing", "bf16-autocast", "eval-no-grad", "smaller-eval-batch",
     "eval-accumulation-steps", "shorter-max-seq", "expandable-segments", "max-split-size", "gc-threshold", "lighter-optimizer",
-    "raise-zero-stage", "cpu-offload", "more-gpus", "fused-cross-entropy", "lower-num-generations",
+    "raise-zero-stage", "cpu-offload", "more-gpus", "fused-cross-entropy", "lower-num-generations", "ddp-bucket-view",
 })
 
 

@@ -235,3 +235,19 @@ def test_data_parallel_without_zero_replays_ddps_buckets():
     assert "ddp_buckets" not in zero3["workload"]["params"]  # ZeRO-3 reduces without DDP's buckets
     megatron, _ = build(str(ROOT / "fixtures/synthetic/syn-megatron-iteration.log"))
     assert "ddp_buckets" not in megatron["workload"]["params"]  # Megatron's grads are views into its own buffer
+
+
+def test_a_data_parallel_training_step_also_tries_gradients_as_bucket_views(tmp_path):
+    log = tmp_path / "ddp.log"
+    log.write_text(
+        "+ torchrun --nproc_per_node=4 train.py --model_name_or_path gpt2-large --per_device_train_batch_size 8\n"
+        "  1%|          | 12/1000 [00:31<42:58,  2.61s/it]\n"
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 1 has a total capacity "
+        "of 79.15 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.64 GiB memory in "
+        "use. Of the allocated memory 74.10 GiB is allocated by PyTorch, and 3.92 GiB is reserved by PyTorch but "
+        "unallocated.\n")
+    config, _ = build(str(log))
+    assert config["phase"] == "train" and config["workload"]["params"]["ddp_buckets"] is True
+    assert "ddp-bucket-view" in config["fixes"]
+    evaluation, _ = build(str(ROOT / "fixtures/synthetic/syn-lora-eval-spike-8xa100.log"))
+    assert "ddp-bucket-view" not in evaluation["fixes"]  # evaluation keeps no gradients

@@ -179,7 +179,7 @@ def test_decoding_is_replayed_in_at_most_decode_steps_chunks_that_add_up():
 def test_ddp_buckets_hold_one_more_copy_of_the_trainable_gradients(extra):
     # PyTorch's documentation of gradient_as_bucket_view: sharing the buckets saves "the total gradients size"
     from oomdoctor.verify.params import TransformerParams
-    from oomdoctor.verify.workload import Ctx, Transformer, ddp_buckets
+    from oomdoctor.verify.workload import Ctx, DdpBuckets, Transformer
 
     plain = replay(steps=2, **extra)["unlimited_peak_allocated_bytes"]
     ddp = replay(steps=2, ddp_buckets=True, **extra)["unlimited_peak_allocated_bytes"]
@@ -187,9 +187,12 @@ def test_ddp_buckets_hold_one_more_copy_of_the_trainable_gradients(extra):
     model = Transformer(Ctx(p, torch.device("meta")))
     grads = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
     assert abs((ddp - plain) - grads) <= 0.01 * grads + 4096
-    buckets = ddp_buckets(list(model.parameters()), torch.device("meta"))
-    assert buckets[0].numel() * buckets[0].element_size() <= 1024 * 1024  # the first bucket is small
-    assert all(b.numel() * b.element_size() <= 25 * 1024 * 1024 for b in buckets)
+    buckets = DdpBuckets(model.parameters(), torch.device("meta")).tensors
+    assert sum(b.numel() * b.element_size() for b in buckets) == grads
+    # whole parameters, a bucket closed once it reaches its cap: 1 MiB for the first, 25 MiB after
+    largest = max(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
+    assert buckets[0].numel() * buckets[0].element_size() < 1024 * 1024 + largest
+    assert all(b.numel() * b.element_size() < 25 * 1024 * 1024 + largest for b in buckets)
 
 
 def test_ddp_buckets_and_zero_exclude_each_other():
@@ -230,3 +233,32 @@ def test_a_biased_linear_also_takes_the_cublaslt_workspace_on_its_thread():
     # forward addmm(bias, x, W.T): cuBLAS + cuBLASLt on the Python thread; backward mm: cuBLAS on its own thread
     assert sizes.count(cublas) == 2 and sizes.count(lt) == 1
     assert not any(kind == "f" and n in (cublas, lt) for kind, _, n in tracker.trace)  # never freed
+
+
+def test_gradients_as_bucket_views_drop_the_second_copy_where_gradients_and_buckets_meet():
+    # a step whose peak is the optimizer's (gradients all there): the views save the whole copy
+    small = {"batch": 1, "seq_len": 16}
+    plain = replay(steps=2, **small)["unlimited_peak_allocated_bytes"]
+    copies = replay(steps=2, ddp_buckets=True, **small)["unlimited_peak_allocated_bytes"]
+    views = replay(steps=2, ddp_buckets=True, ddp_bucket_view=True, **small)["unlimited_peak_allocated_bytes"]
+    assert copies > plain and abs(views - plain) <= 0.01 * (copies - plain)
+    # a step whose peak is early in backward (activations): the buckets are resident either way, views or not
+    assert replay(steps=2, ddp_buckets=True, ddp_bucket_view=True)["unlimited_peak_allocated_bytes"] == \
+        replay(steps=2, ddp_buckets=True)["unlimited_peak_allocated_bytes"]
+
+
+def test_the_bucket_view_fix_needs_ddps_buckets_in_a_training_step():
+    from pydantic import ValidationError
+
+    from oomdoctor.verify.fixes import NotApplicable, Variant, apply
+    from oomdoctor.verify.params import TransformerParams
+
+    fixed = apply("ddp-bucket-view", Variant({**TINY, "ddp_buckets": True}, ""), "train")
+    assert fixed.params["ddp_bucket_view"] is True and fixed.changes == {"ddp_bucket_view": [None, True]}
+    for params, phase, why in (({**TINY}, "train", "no DDP gradient buckets"),
+                               ({**TINY, "ddp_buckets": True}, "eval", "phase: train"),
+                               ({**TINY, "ddp_buckets": True, "ddp_bucket_view": True}, "train", "already")):
+        with pytest.raises(NotApplicable, match=why):
+            apply("ddp-bucket-view", Variant(params, ""), phase)
+    with pytest.raises(ValidationError, match="needs ddp_buckets"):
+        TransformerParams.model_validate({**TINY, "ddp_bucket_view": True})

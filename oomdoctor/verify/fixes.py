@@ -191,6 +191,16 @@ def lower_num_generations(v: Variant, phase: str) -> Variant:
     return _set(v, num_generations=n // 2)
 
 
+def ddp_bucket_view(v: Variant, phase: str) -> Variant:
+    if phase != "train":
+        raise NotApplicable("DDP's buckets hold gradients (phase: train)")
+    if not v.params.get("ddp_buckets"):
+        raise NotApplicable("the workload has no DDP gradient buckets (ddp_buckets: true)")
+    if v.params.get("ddp_bucket_view"):
+        raise NotApplicable("the gradients are bucket views already")
+    return _set(v, ddp_bucket_view=True)
+
+
 TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "halve-batch": halve_batch,
     "gradient-checkpointing": gradient_checkpointing,
@@ -208,6 +218,7 @@ TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "more-gpus": more_gpus,
     "fused-cross-entropy": fused_cross_entropy,
     "lower-num-generations": lower_num_generations,
+    "ddp-bucket-view": ddp_bucket_view,
 }
 assert set(TRANSFORMS) == VERIFIABLE, "every verifiable fix id needs a transform"
 

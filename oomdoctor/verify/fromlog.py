@@ -141,6 +141,8 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         notes.append("phase: not in the log, assumed train")
     fixes = [f.id for g in diagnose_with(facts, load_rules()) if g.event_index == index for f in g.fixes
              if f.id in VERIFIABLE]
+    if params.get("ddp_buckets") and phase == "train":
+        fixes.append("ddp-bucket-view")  # what the buckets cost, tried beside the diagnosis's fixes
     workload, hf_notes = _hf_workload(d, {**params, **kept}, phase)  # why hf cannot, or what hf assumed
     if workload is None:
         workload = {"model": "transformer", "params": params}

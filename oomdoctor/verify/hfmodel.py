@@ -175,7 +175,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
        base_dir: Path | None = None) -> Callable[[], None]:
     """Build the model on `device` and return a callable that runs one step of `phase`; what the run keeps beside
     the model (a trainer's reference model, DDP's gradient buckets) is built too and stays resident with the step."""
-    from oomdoctor.verify.workload import ddp_buckets, keeping
+    from oomdoctor.verify.workload import DdpBuckets, keeping
 
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
     model = build(p, device, base_dir)
@@ -184,7 +184,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     if p.reference_model:
         beside.append(_frozen_copy(p, device, base_dir))
     if p.ddp_buckets:
-        beside.append(ddp_buckets(model.parameters(), device))
+        beside.append(DdpBuckets(model.parameters(), device, p.ddp_bucket_view))
     return keeping(step, beside)
 
 

@@ -12,6 +12,13 @@ Dtype = Literal["float32", "bfloat16", "float16"]
 DDP_BUCKETS_DOC = ("DistributedDataParallel's gradient buckets (gradient_as_bucket_view false, its default): a flat "
                    "copy of every trainable gradient in 25 MB buckets, allocated when the model is wrapped and kept "
                    "for the run")
+DDP_BUCKET_VIEW_DOC = ("DistributedDataParallel(gradient_as_bucket_view=True): each gradient is a view into its "
+                       "bucket instead of a second copy beside it (needs ddp_buckets)")
+
+
+def _bucket_view_needs_buckets(params: TransformerParams | HFParams) -> None:
+    if params.ddp_bucket_view and not params.ddp_buckets:
+        raise ValueError("ddp_bucket_view shares DDP's buckets with the gradients: it needs ddp_buckets: true")
 
 
 class TransformerParams(BaseModel):
@@ -48,6 +55,7 @@ class TransformerParams(BaseModel):
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
     world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
     ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
+    ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
     offload: Literal["none", "optimizer", "all"] = "none"
     fused_cross_entropy: bool = False
     ce_chunk_tokens: int = Field(4096, ge=1)
@@ -61,6 +69,7 @@ class TransformerParams(BaseModel):
             raise ValueError("offload: all (parameters) needs zero_stage: 3")
         if self.ddp_buckets and self.zero_stage:
             raise ValueError("ddp_buckets is DistributedDataParallel's; ZeRO/FSDP (zero_stage) reduce without them")
+        _bucket_view_needs_buckets(self)
         return self
 
     @property
@@ -123,6 +132,7 @@ class HFParams(BaseModel):
                                        "logits in the weights' dtype, one sequence's log-softmax at a time; unset: "
                                        "the causal-LM loss over every token")
     ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
+    ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
     reference_model: bool = Field(False, description="an RL or preference trainer's frozen reference copy of the "
                                   "policy (TRL with beta > 0 and no PEFT): the same weights once more, resident")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
@@ -142,6 +152,7 @@ class HFParams(BaseModel):
         if self.completion_len is not None and self.completion_len >= self.seq_len:
             raise ValueError(f"completion_len {self.completion_len} leaves no prompt in seq_len {self.seq_len} "
                              "(seq_len counts prompt and completion)")
+        _bucket_view_needs_buckets(self)
         return self
 
     @property

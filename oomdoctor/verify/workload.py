@@ -32,33 +32,51 @@ DDP_BUCKET_BYTES = 25 * 1024 * 1024  # DistributedDataParallel's bucket_cap_mb d
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # its first bucket is small, so the first allreduce starts early
 
 
-def ddp_buckets(parameters: Iterable[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    """DistributedDataParallel's gradient buckets for these parameters, as its Reducer allocates them when the model
-    is wrapped: flat tensors of the trainable parameters' dtype, 1 MiB first then up to 25 MiB each, holding a copy
-    of every gradient (with gradient_as_bucket_view off, the default, the .grad tensors are separate)."""
-    sizes: dict[torch.dtype, int] = {}
-    for q in parameters:
-        if q.requires_grad:
-            sizes[q.dtype] = sizes.get(q.dtype, 0) + q.numel()
-    out: list[torch.Tensor] = []
-    for dtype, numel in sizes.items():
-        item = dtype.itemsize
-        left, cap = numel, DDP_FIRST_BUCKET_BYTES // item
-        while left > 0:
-            n = min(left, cap)
-            out.append(torch.empty(n, dtype=dtype, device=device))
-            left, cap = left - n, DDP_BUCKET_BYTES // item
-    return out
+class DdpBuckets:
+    """DistributedDataParallel's gradient buckets for some parameters, as its Reducer allocates them when the model is
+    wrapped: per dtype, trainable parameters in the order their gradients become ready (last layer first), a bucket
+    closed once it reaches 1 MiB (the first) or 25 MiB (the rest). With gradient_as_bucket_view off (the default)
+    they hold a copy of every gradient beside the .grad tensors; with it on, each .grad is a view into its bucket."""
+
+    def __init__(self, parameters: Iterable[torch.Tensor], device: torch.device, as_grad_views: bool = False) -> None:
+        groups: dict[torch.dtype, list[list[torch.Tensor]]] = {}
+        for q in reversed([q for q in parameters if q.requires_grad]):
+            members = groups.setdefault(q.dtype, [[]])
+            members[-1].append(q)
+            cap = DDP_FIRST_BUCKET_BYTES if len(members) == 1 else DDP_BUCKET_BYTES
+            if sum(x.numel() for x in members[-1]) * q.dtype.itemsize >= cap:
+                members.append([])
+        self.tensors: list[torch.Tensor] = []
+        self.views: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for dtype, members in groups.items():
+            for bucket in filter(None, members):
+                flat = torch.empty(sum(q.numel() for q in bucket), dtype=dtype, device=device)
+                self.tensors.append(flat)
+                offset = 0
+                for q in bucket:
+                    if as_grad_views:
+                        self.views.append((q, flat[offset : offset + q.numel()].view_as(q)))
+                    offset += q.numel()
+
+    def point_grads(self) -> None:
+        """gradient_as_bucket_view: each .grad is its bucket view again (the Reducer re-points a gradient an
+        optimizer's zero_grad(set_to_none=True) dropped), so backward accumulates into the bucket in place."""
+        for q, view in self.views:
+            q.grad = view
 
 
 def keeping(step: Callable[[], None], resident: list[Any]) -> Callable[[], None]:
     """`step`, with what the run keeps beside the model (DDP's buckets, a reference model) held for as long as the
-    step is: allocated once when the workload is built, never freed by a trial."""
+    step is: allocated once when the workload is built, never freed by a trial. DDP buckets whose views are the
+    gradients point the gradients at them before every step."""
     if not resident:
         return step
+    buckets = [r for r in resident if isinstance(r, DdpBuckets) and r.views]
 
     def step_beside() -> None:
         _ = resident
+        for b in buckets:
+            b.point_grads()
         step()
     return step_beside
 
@@ -410,7 +428,7 @@ def transformer(params: dict[str, Any] | TransformerParams, device: torch.device
     ctx = Ctx(p, device)
     model = Transformer(ctx)
     step = _phase_step(p, model, device, phase)
-    return keeping(step, [ddp_buckets(model.parameters(), device)] if p.ddp_buckets else [])
+    return keeping(step, [DdpBuckets(model.parameters(), device, p.ddp_bucket_view)] if p.ddp_buckets else [])
 
 
 def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
