@@ -44,6 +44,8 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "eval_accumulation_steps": ("int", "HF Trainer: move evaluation outputs to the host every N batches"),
     "save_steps": ("int", "save a checkpoint every N steps"),
     "zero_stage": ("int", "DeepSpeed ZeRO stage"),
+    "reduce_bucket_size": ("int", "DeepSpeed ZeRO's gradient bucket (reduce_bucket_size), elements"),
+    "overlap_comm": ("bool", "DeepSpeed overlap_comm on: ZeRO-1/2 double-buffer their gradient buckets"),
     "num_generations": ("int", "RL: completions generated per prompt"),
     "max_completion_length": ("int", "generation: most tokens decoded per completion"),
     "max_prompt_length": ("int", "RL/generation: longest prompt kept (tokens)"),

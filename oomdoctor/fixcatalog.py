@@ -343,6 +343,14 @@ def _bucket_view(d: Derived) -> tuple[Changes, str | None]:
     }, "one copy of the trainable gradients less: each .grad is a view into DDP's all-reduce bucket"
 
 
+def _zero_buckets(d: Derived) -> tuple[Changes, str | None]:
+    hidden = _v(d, "hidden_size")
+    size = hidden * hidden if isinstance(hidden, int) else "auto"  # HF's integration resolves "auto" to hidden²
+    return {"deepspeed_json": {"zero_optimization.reduce_bucket_size": size,
+                               "zero_optimization.allgather_bucket_size": size}}, \
+        "ZeRO's gradient buckets (one per backward, two with overlap_comm) shrink to hidden_size² elements"
+
+
 BUILDERS: dict[str, Builder] = {
     "halve-batch": _halve_batch, "gradient-checkpointing": _checkpointing, "bf16-autocast": _bf16,
     "eval-no-grad": _eval_no_grad, "smaller-eval-batch": _smaller_eval_batch,
@@ -353,6 +361,7 @@ BUILDERS: dict[str, Builder] = {
     "fix-leak": _fix_leak, "empty-cache-before-save": _save, "lower-gpu-memory-utilization": _cache_budget,
     "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
     "no-preallocation": _no_prealloc, "quantize-weights": _quantize, "ddp-bucket-view": _bucket_view,
+    "smaller-zero-buckets": _zero_buckets,
 }
 
 
@@ -370,7 +379,8 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 
 # Fixes that change training: no use to a run that only serves or generates.
 TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
-                           "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view"})
+                           "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view",
+                           "smaller-zero-buckets"})
 # Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
 PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
 

@@ -297,6 +297,28 @@ def test_zero_stage_from_deepspeeds_config_print_and_the_config_files_name():
     assert "zero_stage" not in _config("loading hero3.json")
 
 
+def test_zeros_gradient_bucket_size_and_overlap_comm_in_every_spelling():
+    printed = ("[INFO] [config.py:1003:print]   zero_config .................. stage=2 contiguous_gradients=True "
+               "reduce_scatter=True reduce_bucket_size=500000000 allgather_partitions=True "
+               "allgather_bucket_size=500000000 overlap_comm=True load_from_fp32_weights=True")
+    cfg = _config(printed)
+    assert (cfg["zero_stage"], cfg["reduce_bucket_size"], cfg["overlap_comm"]) == (2, 500_000_000, True)
+    assert _config('    "reduce_bucket_size": 5e8,')["reduce_bucket_size"] == 500_000_000
+    assert _config("reduce_bucket_size=200,000,000 overlap_comm=False")["reduce_bucket_size"] == 200_000_000
+    assert _config("reduce_bucket_size=200,000,000 overlap_comm=False")["overlap_comm"] is False
+    assert "reduce_bucket_size" not in _config('    "reduce_bucket_size": "auto",')  # resolved later, not printed
+
+
+def test_a_bare_switch_in_a_launch_command_is_on():
+    assert _config("torchrun train.py --bf16 --gradient_checkpointing \\") == {
+        "bf16": True, "gradient_checkpointing": True}
+    assert _config("python train.py --bf16 False --fp16")["bf16"] is False  # a value, when given, is the value
+    assert _config("python train.py --fp16 --lr 3e-4")["fp16"] is True
+    assert _config("python train.py --use_checkpoint")["gradient_checkpointing"] is True
+    assert "bf16" not in _config("see --bf16_full_eval for details")  # another option
+    assert "bf16" not in _config("the --bf16 switch halves activation memory")  # prose, not a command
+
+
 def test_prose_after_the_word_optimizer_names_no_optimizer():
     assert "optimizer" not in _config("[axolotl callback] after optimizer step 6")
     assert _config("optim=adamw_torch_fused,")["optimizer"] == "adamw_torch_fused"

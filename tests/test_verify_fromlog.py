@@ -251,3 +251,29 @@ def test_a_data_parallel_training_step_also_tries_gradients_as_bucket_views(tmp_
     assert "ddp-bucket-view" in config["fixes"]
     evaluation, _ = build(str(ROOT / "fixtures/synthetic/syn-lora-eval-spike-8xa100.log"))
     assert "ddp-bucket-view" not in evaluation["fixes"]  # evaluation keeps no gradients
+
+
+def test_zeros_printed_gradient_buckets_are_replayed_and_an_unprinted_size_is_a_note(tmp_path):
+    head = ("[2024-05-02 10:00:01,100] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to "
+            "cuda (auto detect)\n"
+            "+ deepspeed --num_gpus 8 train.py --model_name_or_path meta-llama/Llama-2-7b-hf --deepspeed ds_config_zero2.json "
+            "--per_device_train_batch_size 4 --bf16\n")
+    zero = ("[2024-05-02 10:00:09,500] [INFO] [config.py:1003:print]   zero_config .................. stage=2 "
+            "contiguous_gradients=True reduce_scatter=True reduce_bucket_size=500000000 overlap_comm=True\n")
+    oom = ("  3%|▎         | 30/1000 [01:10<37:50,  2.34s/it]\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 954.00 MiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.64 GiB memory in "
+           "use. Of the allocated memory 75.10 GiB is allocated by PyTorch, and 2.92 GiB is reserved by PyTorch but "
+           "unallocated.\n")
+    (tmp_path / "z.log").write_text(head + zero + oom)
+    config, _ = build(str(tmp_path / "z.log"))
+    params = config["workload"]["params"]
+    assert (params["zero_stage"], params["zero_bucket_elements"], params["overlap_comm"]) == (2, 500_000_000, True)
+    # DeepSpeed's bf16 mode (the bare --bf16 switch) casts the weights; its optimizer keeps the fp32 master copy
+    assert params["dtype"] == "bfloat16" and "autocast" not in params
+    assert "smaller-zero-buckets" in config["fixes"]
+    (tmp_path / "n.log").write_text(head + oom)  # ZeRO-2 from the config file's name, no bucket size printed
+    config, notes = build(str(tmp_path / "n.log"))
+    assert config["workload"]["params"]["zero_stage"] == 2
+    assert "zero_bucket_elements" not in config["workload"]["params"] and "smaller-zero-buckets" not in config["fixes"]
+    assert any("reduce_bucket_size is not in the log" in n for n in notes)

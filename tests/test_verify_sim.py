@@ -262,3 +262,37 @@ def test_the_bucket_view_fix_needs_ddps_buckets_in_a_training_step():
             apply("ddp-bucket-view", Variant(params, ""), phase)
     with pytest.raises(ValidationError, match="needs ddp_buckets"):
         TransformerParams.model_validate({**TINY, "ddp_bucket_view": True})
+
+
+def test_zeros_gradient_buckets_per_backward_at_stages_1_2_and_for_the_run_at_stage_3():
+    # DeepSpeed allocates reduce_bucket_size elements in the weights' dtype (contiguous_gradients): at stages 1-2 as
+    # each backward starts (a second bucket with overlap_comm), at stage 3 once with the optimizer
+    elements = 4 * 1024 * 1024
+    bucket = elements * 2  # bf16 weights
+    for stage in (2, 3):
+        sharded = {"zero_stage": stage, "world_size": 4, "dtype": "bfloat16"}
+        without = replay(steps=2, **sharded)["unlimited_peak_allocated_bytes"]
+        one = replay(steps=2, zero_bucket_elements=elements, **sharded)["unlimited_peak_allocated_bytes"]
+        assert one - without == bucket, stage
+    peak = {(stage, overlap): replay(steps=2, zero_stage=stage, world_size=4, dtype="bfloat16",
+                                     zero_bucket_elements=elements, overlap_comm=overlap)["unlimited_peak_allocated_bytes"]
+            for stage in (2, 3) for overlap in (False, True)}
+    assert peak[2, True] - peak[2, False] == bucket  # overlap_comm's second bucket at stages 1-2
+    assert peak[3, True] == peak[3, False]  # stage 3 keeps one bucket whatever overlap_comm says
+
+
+def test_the_smaller_zero_buckets_fix_goes_to_hidden_size_squared():
+    from pydantic import ValidationError
+
+    from oomdoctor.verify.fixes import NotApplicable, Variant, apply
+    from oomdoctor.verify.params import TransformerParams
+
+    base = {**TINY, "zero_stage": 2, "world_size": 4, "zero_bucket_elements": 500_000_000}
+    fixed = apply("smaller-zero-buckets", Variant(base, ""), "train")
+    assert fixed.params["zero_bucket_elements"] == TINY["width"] ** 2
+    for params, phase, why in ((base, "eval", "training steps"), ({**TINY}, "train", "no ZeRO gradient buckets"),
+                               ({**base, "zero_bucket_elements": 100}, "train", "already")):
+        with pytest.raises(NotApplicable, match=why):
+            apply("smaller-zero-buckets", Variant(params, ""), phase)
+    with pytest.raises(ValidationError, match="needs zero_stage"):
+        TransformerParams.model_validate({**TINY, "zero_bucket_elements": 1000})

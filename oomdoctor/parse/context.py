@@ -868,6 +868,7 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "eval_accumulation_steps": ("eval_accumulation_steps",),
     "save_steps": ("save_steps", "save_interval"),
     "zero_stage": ("zero_stage",),
+    "overlap_comm": ("overlap_comm",),  # DeepSpeed ZeRO: double-buffered gradient buckets at stage 1/2
     "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),
     "max_completion_length": ("max_completion_length", "max_new_tokens", "max_response_length", "generate_max_length"),
     "max_prompt_length": ("max_prompt_length", "max_prompt_len"),
@@ -892,6 +893,11 @@ CONFIG_KV = lazy(
     r"(?<![\w.])-{0,2}(?P<key>" + "|".join(sorted(map(regex.escape, _ALIAS_TO_KEY), key=len, reverse=True)) + r")"
     r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\.{3,}\s{1,3}|\s(?=\S))['\"]?(?P<value>[\w./@:+-]{1,200})"
 )
+# A switch given bare in a launch command ("... --bf16 --gradient_checkpointing \\"): argparse's store_true, HF's
+# bool fields. Only where no value follows: the next token is another option, a line continuation or the end.
+_SWITCHES = ("bf16", "fp16", "amp", "use_amp", *CONFIG_ALIASES["gradient_checkpointing"])
+BARE_SWITCH = lazy(r"(?<!\S)--(?P<key>" + "|".join(sorted(map(regex.escape, _SWITCHES), key=len, reverse=True)) + r")"
+                   r"(?=\s*(?:\\\s*)?$|\s+-{1,2}[A-Za-z])")
 # Parameter counts: PEFT's print_trainable_parameters, HF Trainer's banner, Lightning's summary, Megatron.
 PEFT_PARAMS = lazy(r"trainable params: (?P<trainable>\d[\d,]{0,20}) \|\| all params: (?P<total>\d[\d,]{0,20})")
 HF_PARAMS = lazy(r"Number of trainable parameters = (?P<trainable>\d[\d,]{0,20})")
@@ -906,6 +912,9 @@ ZERO_STAGE = lazy(
 )
 # The DeepSpeed config a run names, by the usual naming: deepspeed_configs/zero3_bf16.json, ds_config_zero2.json.
 ZERO_CONFIG_FILE = lazy(r"(?:^|[/\\\s'\"=_])zero(?P<stage>[0-3])(?:_\w{1,40})?\.json\b")
+# DeepSpeed's reduce_bucket_size (elements), in its JSON ("reduce_bucket_size": 5e8), HF's resolved config or its own
+# config print (reduce_bucket_size=500000000, thousands separated in some versions); "auto" is resolved later, unread
+ZERO_BUCKET = lazy(r"reduce_bucket_size['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,\d{3}){1,4}(?!\d)|\d{1,13}(?:\.\d{1,6})?(?:[eE]\+?\d{1,2})?)")
 OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
@@ -954,7 +963,7 @@ _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no":
 
 def _config_value(key: str, raw: str):
     raw = raw.rstrip(",.;)'\"")
-    if key in ("gradient_checkpointing", "bf16", "fp16"):
+    if key in ("gradient_checkpointing", "bf16", "fp16", "overlap_comm"):
         low = raw.lower()
         if key == "bf16" and low in ("bf16-mixed", "bf16-true", "bf16", "bfloat16"):
             return True
@@ -1039,10 +1048,17 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
             if val is not None:
                 cfg[key] = Value(value=val, evidence=_ev(source, ln))
                 found = True
+        if "--" in text:
+            for m in BARE_SWITCH.finditer(text):
+                cfg[_ALIAS_TO_KEY[m["key"]]] = Value(value=True, evidence=_ev(source, ln))
+                found = True
     if ("params" in text or "parameters" in text) and _param_counts(text, cfg, _ev(source, ln)):
         found = True
     if (m := ZERO_STAGE.search(text)) or ("zero" in text and (m := ZERO_CONFIG_FILE.search(text))):
         cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))
+        found = True
+    if "reduce_bucket_size" in text and (m := ZERO_BUCKET.search(text)):
+        cfg["reduce_bucket_size"] = Value(value=int(float(m["n"].replace(",", ""))), evidence=_ev(source, ln))
         found = True
     if m := OFFLOAD.search(text):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))

@@ -201,6 +201,19 @@ def ddp_bucket_view(v: Variant, phase: str) -> Variant:
     return _set(v, ddp_bucket_view=True)
 
 
+def smaller_zero_buckets(v: Variant, phase: str) -> Variant:
+    if phase != "train":
+        raise NotApplicable("ZeRO's gradient buckets exist in training steps only")
+    elements = int(v.params.get("zero_bucket_elements") or 0)
+    if not elements:
+        raise NotApplicable("the workload has no ZeRO gradient buckets (zero_bucket_elements)")
+    _need(v.params, "width")
+    auto = int(v.params["width"]) ** 2  # HF's "auto" for DeepSpeed: hidden_size x hidden_size
+    if elements <= auto:
+        raise NotApplicable(f"the buckets are already at most hidden_size² ({auto} elements)")
+    return _set(v, zero_bucket_elements=auto)
+
+
 TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "halve-batch": halve_batch,
     "gradient-checkpointing": gradient_checkpointing,
@@ -219,6 +232,7 @@ TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "fused-cross-entropy": fused_cross_entropy,
     "lower-num-generations": lower_num_generations,
     "ddp-bucket-view": ddp_bucket_view,
+    "smaller-zero-buckets": smaller_zero_buckets,
 }
 assert set(TRANSFORMS) == VERIFIABLE, "every verifiable fix id needs a transform"
 

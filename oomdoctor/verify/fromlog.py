@@ -25,15 +25,27 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "seq_len": ("max_prompt_length", "max_seq_length", "max_completion_length"),
     "autocast": ("mixed_precision", "bf16", "fp16"), "gradient_checkpointing": ("gradient_checkpointing",),
     "lora_rank": ("lora_r", "lora"), "zero_stage": ("zero_stage",), "world_size": ("world_size",),
+    "zero_bucket_elements": ("reduce_bucket_size",), "overlap_comm": ("overlap_comm",),
     "eval_batch": ("per_device_eval_batch_size",), "eval_batches": ("eval_batches_total",),
     "eval_accumulation_steps": ("eval_accumulation_steps",), "eval_world_size": ("world_size",),
     "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
     "completion_len": ("max_completion_length",), "generate_in_training": ("num_generations",),
     "reference_model": ("kl_beta",), "ddp_buckets": ("world_size",),
-    "config": ("model_name",), "optimizer": ("optimizer",), "dtype": ("model_dtype",),
+    "config": ("model_name",), "optimizer": ("optimizer",), "dtype": ("model_dtype", "mixed_precision", "bf16", "fp16"),
     "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
 }
 ORIGIN_TEXT = 60  # characters of the log line quoted beside a value
+
+
+def _zero_buckets(d: dict[str, Any], params: dict[str, Any], notes: list[str]) -> None:
+    """DeepSpeed ZeRO's gradient buckets, when the log prints reduce_bucket_size (an "auto" one it does not)."""
+    if isinstance(d.get("reduce_bucket_size"), int) and d["reduce_bucket_size"] > 0:
+        params["zero_bucket_elements"] = d["reduce_bucket_size"]
+        if d.get("overlap_comm") is True:
+            params["overlap_comm"] = True
+    else:
+        notes.append("ZeRO's gradient buckets: reduce_bucket_size is not in the log, not counted (DeepSpeed's "
+                     "default, 5e8 elements, is 1 GB per bucket in 16-bit, two with overlap_comm at stages 1-2)")
 
 
 def build(log: str) -> tuple[dict[str, Any], list[str]]:
@@ -86,6 +98,13 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
     if isinstance(d.get("zero_stage"), int):
         params["zero_stage"] = d["zero_stage"]
         params["world_size"] = d.get("world_size") or 1
+        if d.get("stack_deepspeed") and d["zero_stage"] >= 1:
+            _zero_buckets(d, params, notes)
+    if d.get("stack_deepspeed") and "autocast" in params and not d.get("model_dtype"):
+        # DeepSpeed's bf16/fp16 mode casts the module itself; its optimizer keeps the fp32 master copy
+        params["dtype"] = params.pop("autocast")
+        notes.append(f"DeepSpeed's {params['dtype']} mode: weights and gradients in {params['dtype']}, an fp32 master "
+                     "copy in its optimizer")
     elif (isinstance(d.get("world_size"), int) and d["world_size"] > 1 and not d.get("stack_deepspeed")
           and not d.get("stack_fsdp") and not d.get("stack_megatron") and not d.get("stack_torchtitan")
           and (d.get("data_parallel_degree") or d["world_size"]) > 1):
@@ -143,6 +162,8 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
              if f.id in VERIFIABLE]
     if params.get("ddp_buckets") and phase == "train":
         fixes.append("ddp-bucket-view")  # what the buckets cost, tried beside the diagnosis's fixes
+    if params.get("zero_bucket_elements") and phase == "train":
+        fixes.append("smaller-zero-buckets")
     workload, hf_notes = _hf_workload(d, {**params, **kept}, phase)  # why hf cannot, or what hf assumed
     if workload is None:
         workload = {"model": "transformer", "params": params}
@@ -253,6 +274,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     notes = [] if optimizer else ["optimizer: not in the log, assumed AdamW (two moments per parameter, in its dtype)"]
     if d.get("model_dtype"):  # the weights as loaded (torch_dtype)
         hf["dtype"] = d["model_dtype"]
+    elif "dtype" in params:  # DeepSpeed's half-precision mode
+        hf["dtype"] = params["dtype"]
     elif "lora_rank" in params and "autocast" in params:
         # a LoRA run's frozen base is loaded in the run's precision by the common recipes (LLaVA, axolotl, TRL's)
         hf["dtype"] = params["autocast"]

@@ -12,6 +12,9 @@ Dtype = Literal["float32", "bfloat16", "float16"]
 DDP_BUCKETS_DOC = ("DistributedDataParallel's gradient buckets (gradient_as_bucket_view false, its default): a flat "
                    "copy of every trainable gradient in 25 MB buckets, allocated when the model is wrapped and kept "
                    "for the run")
+ZERO_BUCKET_DOC = ("DeepSpeed's reduce_bucket_size in elements (contiguous_gradients, its default): ZeRO-1/2 "
+                   "allocate a gradient bucket of this many elements in the weights' dtype for every backward (two "
+                   "with overlap_comm), ZeRO-3 one for the run; 0: none (FSDP, or not in the log)")
 DDP_BUCKET_VIEW_DOC = ("DistributedDataParallel(gradient_as_bucket_view=True): each gradient is a view into its "
                        "bucket instead of a second copy beside it (needs ddp_buckets)")
 
@@ -53,6 +56,9 @@ class TransformerParams(BaseModel):
     optimizer: Literal["adamw", "sgd", "adafactor"] = "adamw"
     master_weights: bool = Field(True, description="keep fp32 master weights when dtype is not float32")
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
+    zero_bucket_elements: int = Field(0, ge=0, description=ZERO_BUCKET_DOC)
+    overlap_comm: bool = Field(False, description="DeepSpeed's overlap_comm: ZeRO-1/2 keep two gradient buckets "
+                                                  "(double-buffered) instead of one")
     world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
     ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
     ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
@@ -70,6 +76,8 @@ class TransformerParams(BaseModel):
         if self.ddp_buckets and self.zero_stage:
             raise ValueError("ddp_buckets is DistributedDataParallel's; ZeRO/FSDP (zero_stage) reduce without them")
         _bucket_view_needs_buckets(self)
+        if self.zero_bucket_elements and not self.zero_stage:
+            raise ValueError("zero_bucket_elements is DeepSpeed ZeRO's reduce_bucket_size: it needs zero_stage 1-3")
         return self
 
     @property

@@ -327,9 +327,21 @@ class Optimizer:
         self.master = p.master_weights and p.dtype != "float32"
         self.gshards: dict[int, torch.Tensor] = {}
         self.state: dict[int, dict[str, torch.Tensor]] = {}
+        # DeepSpeed ZeRO-3's gradient bucket (contiguous_gradients): allocated with the optimizer, kept for the run
+        self.ipg = self._bucket() if p.zero_stage == 3 and p.zero_bucket_elements else None
         if p.zero_stage == 2:
             for q in self.params:
                 q.register_post_accumulate_grad_hook(self._reduce_scatter)
+
+    def _bucket(self) -> torch.Tensor:
+        return torch.empty(self.p.zero_bucket_elements, dtype=DTYPES[self.p.dtype], device=self.device)
+
+    def backward_buckets(self) -> list[torch.Tensor]:
+        """DeepSpeed ZeRO-1/2's gradient buckets for one backward (contiguous_gradients): reduce_bucket_size elements
+        in the weights' dtype, a second with overlap_comm; allocated as backward starts, released at its end."""
+        if self.p.zero_stage not in (1, 2) or not self.p.zero_bucket_elements:
+            return []
+        return [self._bucket() for _ in range(2 if self.p.overlap_comm else 1)]
 
     def _k(self, q: torch.Tensor) -> int:
         if self.p.zero_stage in (1, 2):
@@ -448,8 +460,9 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
             for _ in range(p.grad_accum):
                 with autocast:
                     loss = model.loss(tokens(p.batch, p.seq_len)) / p.grad_accum
+                buckets = opt.backward_buckets()
                 loss.backward()
-                del loss
+                del loss, buckets
             opt.step()
             opt.zero_grad()
         return train_step
