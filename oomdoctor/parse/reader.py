@@ -51,14 +51,16 @@ ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"SIGKILL", b"ALLOC_F
 # The event scan's triggers that hold no anchor ("std::bad_alloc", "exit code 137", "RESOURCE_EXHAUSTED: Failed to
 # allocate ..."): each is one more single-literal pass, so every line the scan would try is kept.
 # Each pass costs ~0.05 ms/MiB, so a shorter literal inside several triggers stands for all of them: "alloc" for
-# bad_alloc and the "... to allocate" / "[metal::malloc]" wordings, "Malloc" for the cudaMalloc ones (a line it
-# keeps that no trigger holds is dropped by the event scan, as before).
-COVERING_ANCHORS: tuple[bytes, ...] = (b"alloc", b"Malloc")
+# bad_alloc and the "... to allocate" / "[metal::malloc]" wordings, "Malloc" for the cudaMalloc ones, "esource" for
+# "Resource exhausted" and TensorFlow's ResourceExhaustedError (a line it keeps that no trigger holds is dropped by
+# the event scan, as before). A trigger holding another ("Terminado (killed)" holds "killed") needs no pass of its own.
+COVERING_ANCHORS: tuple[bytes, ...] = (b"alloc", b"Malloc", b"esource")
 _UNANCHORED: tuple[bytes, ...] = tuple(dict.fromkeys(
     t.encode() for t in TRIGGERS if not any(a in t.encode() for a in ANCHORS)))
+_UNCOVERED = [t for t in _UNANCHORED if not any(c in t for c in COVERING_ANCHORS)]
 EXTRA_ANCHORS: tuple[bytes, ...] = tuple(dict.fromkeys(
     [c for c in COVERING_ANCHORS if any(c in t for t in _UNANCHORED)]
-    + [t for t in _UNANCHORED if not any(c in t for c in COVERING_ANCHORS)]))
+    + [t for t in _UNCOVERED if not any(o != t and o in t for o in _UNCOVERED)]))
 # Lines that are (probably) a failure, not a per-step memory sample: they get the wide window.
 _FAILURE_MARKS: tuple[bytes, ...] = tuple(dict.fromkeys((
     b"out of memory", b"Out of memory", b"Out Of Memory", b"OutOfMemory", b"OOM", b"Killed",
