@@ -291,7 +291,8 @@ def test_the_smaller_zero_buckets_fix_goes_to_hidden_size_squared():
     fixed = apply("smaller-zero-buckets", Variant(base, ""), "train")
     assert fixed.params["zero_bucket_elements"] == TINY["width"] ** 2
     for params, phase, why in ((base, "eval", "training steps"), ({**TINY}, "train", "no ZeRO gradient buckets"),
-                               ({**base, "zero_bucket_elements": 100}, "train", "already")):
+                               ({**base, "zero_bucket_elements": 100}, "train", "already"),
+                               ({**base, "zero_bucket_elements": TINY["width"] ** 2 + 4}, "train", "already")):
         with pytest.raises(NotApplicable, match=why):
             apply("smaller-zero-buckets", Variant(params, ""), phase)
     with pytest.raises(ValidationError, match="needs zero_stage"):
