@@ -277,3 +277,17 @@ def test_zeros_printed_gradient_buckets_are_replayed_and_an_unprinted_size_is_a_
     assert config["workload"]["params"]["zero_stage"] == 2
     assert "zero_bucket_elements" not in config["workload"]["params"] and "smaller-zero-buckets" not in config["fixes"]
     assert any("reduce_bucket_size is not in the log" in n for n in notes)
+
+
+def test_an_8bit_optimizer_in_the_log_is_replayed_as_bitsandbytes_keeps_it(tmp_path):
+    log = tmp_path / "q.log"
+    log.write_text(
+        "optim=paged_adamw_8bit,\nper_device_train_batch_size=2,\n"
+        "  1%|          | 12/1000 [00:31<42:58,  2.61s/it]\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+        "23.64 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 23.12 GiB memory in "
+        "use. Of the allocated memory 21.10 GiB is allocated by PyTorch, and 1.52 GiB is reserved by PyTorch but "
+        "unallocated.\n")
+    config, notes = build(str(log))
+    assert config["workload"]["params"]["optimizer"] == "adamw8bit"
+    assert not any(n.startswith("optimizer:") for n in notes)

@@ -297,3 +297,28 @@ def test_the_smaller_zero_buckets_fix_goes_to_hidden_size_squared():
             apply("smaller-zero-buckets", Variant(params, ""), phase)
     with pytest.raises(ValidationError, match="needs zero_stage"):
         TransformerParams.model_validate({**TINY, "zero_bucket_elements": 1000})
+
+
+def test_8bit_adamw_keeps_two_bytes_of_state_per_parameter_and_small_ones_in_32_bits():
+    # bitsandbytes: a uint8 state per moment plus one fp32 absmax per 256 elements; under 4096 elements, fp32 states
+    from oomdoctor.verify.params import TransformerParams
+    from oomdoctor.verify.workload import Ctx, Transformer, bnb_states
+
+    small = {"batch": 1, "seq_len": 16}  # the optimizer's step is the peak
+    sgd, eight = (replay(steps=2, optimizer=o, **small)["unlimited_peak_allocated_bytes"] for o in ("sgd", "adamw8bit"))
+    model = Transformer(Ctx(TransformerParams.model_validate({**TINY, **small}), torch.device("meta")))
+    states = sum(s.numel() * s.element_size() for q in model.parameters() if q.requires_grad
+                 for s in bnb_states(q.numel(), torch.device("meta")))
+    assert abs((eight - sgd) - states) <= 0.02 * states
+    assert [s.dtype for s in bnb_states(4095, torch.device("meta"))] == [torch.float32] * 2
+    assert [s.numel() for s in bnb_states(4097, torch.device("meta"))] == [4097, 4097, 17, 17]
+
+
+def test_the_lighter_optimizer_fix_follows_the_advice_8bit_first():
+    from oomdoctor.verify.fixes import Variant, apply
+
+    chain = ["adamw"]
+    while chain[-1] != "sgd":
+        chain.append(apply("lighter-optimizer", Variant({**TINY, "optimizer": chain[-1]}, ""), "train")
+                     .params["optimizer"])
+    assert chain == ["adamw", "adamw8bit", "adafactor", "sgd"]

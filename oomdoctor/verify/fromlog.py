@@ -89,6 +89,11 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
     }
     if width % params["heads"]:
         params["heads"] = 1
+    printed = str(d.get("optimizer") or "").lower()  # adamw_torch_fused, adamw_bnb_8bit, paged_adamw_8bit, adafactor
+    optimizer = next((ours for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("8bit", "adamw8bit"),
+                                              ("adam", "adamw")) if word in printed), None)
+    if optimizer:
+        params["optimizer"] = optimizer
     if d.get("mixed_precision"):
         params["autocast"] = "float16" if d.get("fp16") else "bfloat16"
     if d.get("gradient_checkpointing"):
@@ -267,9 +272,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
                 "reference_model", "ddp_buckets"):
         if key in params:
             hf[key] = params[key]
-    printed = str(d.get("optimizer") or "").lower()
-    optimizer = next((ours for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("adam", "adamw"))
-                      if word in printed), None)
+    optimizer = params.get("optimizer")
     hf["optimizer"] = optimizer or "adamw"  # written out even when assumed: the config says what was replayed
     notes = [] if optimizer else ["optimizer: not in the log, assumed AdamW (two moments per parameter, in its dtype)"]
     if d.get("model_dtype"):  # the weights as loaded (torch_dtype)

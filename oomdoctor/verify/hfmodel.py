@@ -81,18 +81,47 @@ def _frozen_copy(p: HFParams, device: torch.device, base_dir: Path | None) -> An
 
 def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
     """What a mid-training optimizer holds: two moments per trainable parameter for AdamW, in the parameter's own
-    dtype as torch.optim.AdamW creates them (bf16 weights, bf16 moments; fp32 adapters, fp32 moments); none for SGD."""
+    dtype as torch.optim.AdamW creates them (bf16 weights, bf16 moments; fp32 adapters, fp32 moments), 8-bit ones for
+    bitsandbytes' AdamW8bit; none for SGD."""
+    from oomdoctor.verify.workload import bnb_states
+
+    trainable = [q for q in model.parameters() if q.requires_grad]
+    if optimizer == "adamw8bit":
+        return [s for q in trainable for s in bnb_states(q.numel(), q.device)]
     if optimizer != "adamw":
         return []
-    return [torch.zeros_like(q) for q in model.parameters() if q.requires_grad for _ in range(2)]
+    return [torch.zeros_like(q) for q in trainable for _ in range(2)]
+
+
+class AdamW8bit(torch.optim.Optimizer):
+    """bitsandbytes' AdamW8bit as memory sees it: its states created at the first step (bnb_states), each parameter
+    updated in place by one fused kernel (no temporaries). The arithmetic is not bitsandbytes'."""
+
+    def __init__(self, params: Any, lr: float = 1e-5) -> None:
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        from oomdoctor.verify.workload import bnb_states
+
+        for group in self.param_groups:
+            for q in group["params"]:
+                if q.grad is None:
+                    continue
+                if not self.state[q]:
+                    self.state[q]["moments"] = bnb_states(q.numel(), q.device)
+                q.add_(q.grad, alpha=-group["lr"])
 
 
 def _optimizer(model: Any, name: str) -> Any:
-    """The optimizer HF Trainer would build: torch's AdamW and SGD, transformers' own Adafactor (factored moments)."""
+    """The optimizer HF Trainer would build: torch's AdamW and SGD, transformers' own Adafactor (factored moments),
+    bitsandbytes' 8-bit AdamW."""
     if name == "adafactor":
         from transformers.optimization import Adafactor
 
         return Adafactor(model.parameters(), lr=1e-5, scale_parameter=False, relative_step=False)
+    if name == "adamw8bit":  # bitsandbytes' (adamw_bnb_8bit), as its memory behaves
+        return AdamW8bit([q for q in model.parameters() if q.requires_grad])
     return (torch.optim.AdamW if name == "adamw" else torch.optim.SGD)(model.parameters(), lr=1e-5)
 
 

@@ -28,6 +28,21 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 DECODE_STEPS = 32
 
 
+# bitsandbytes' 8-bit optimizers (Optimizer2State): a uint8 state per moment plus one fp32 absmax per 256-element
+# block; a parameter under min_8bit_size elements keeps 32-bit states
+BNB_BLOCK = 256
+BNB_MIN_8BIT_SIZE = 4096
+
+
+def bnb_states(numel: int, device: torch.device) -> list[torch.Tensor]:
+    """The two moments bitsandbytes' AdamW8bit keeps for one parameter of `numel` elements."""
+    if numel < BNB_MIN_8BIT_SIZE:
+        return [torch.zeros(numel, dtype=torch.float32, device=device) for _ in range(2)]
+    blocks = -(-numel // BNB_BLOCK)
+    return [torch.zeros(numel, dtype=torch.uint8, device=device) for _ in range(2)] + \
+        [torch.zeros(blocks, dtype=torch.float32, device=device) for _ in range(2)]
+
+
 DDP_BUCKET_BYTES = 25 * 1024 * 1024  # DistributedDataParallel's bucket_cap_mb default (MiB in its code)
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # its first bucket is small, so the first allreduce starts early
 
@@ -376,6 +391,8 @@ class Optimizer:
             if self.p.optimizer == "adamw":
                 st["m"] = torch.zeros(k, dtype=dt, device=self.state_device)
                 st["v"] = torch.zeros(k, dtype=dt, device=self.state_device)
+            elif self.p.optimizer == "adamw8bit":
+                st.update(zip(("m", "v", "absmax_m", "absmax_v"), bnb_states(k, self.state_device)))
             elif self.p.optimizer == "adafactor":
                 rows = max(1, q.shape[0] // (self.p.world_size if self.p.zero_stage in (1, 2) else 1))
                 cols = max(1, k // rows)
@@ -409,7 +426,7 @@ class Optimizer:
             torch._foreach_mul_(targets, 1 - lr * wd)
             torch._foreach_addcdiv_(targets, ms, denom, -lr)
             del denom
-        elif self.p.optimizer == "sgd":
+        elif self.p.optimizer in ("sgd", "adamw8bit"):  # AdamW8bit: one fused kernel per parameter, in place
             torch._foreach_add_(targets, grads, alpha=-lr)
         else:
             for (q, _), g, t in zip(items, grads, targets):
