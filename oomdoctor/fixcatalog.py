@@ -351,6 +351,12 @@ def _zero_buckets(d: Derived) -> tuple[Changes, str | None]:
         "ZeRO's gradient buckets (one per backward, two with overlap_comm) shrink to hidden_size² elements"
 
 
+def _activation_offload(d: Derived) -> tuple[Changes, str | None]:
+    return {"code": "with torch.autograd.graph.save_on_cpu(pin_memory=True):\n    loss = model(**batch).loss\n"
+                    "loss.backward()  # torchtune: enable_activation_offloading: True"}, \
+        "activations wait for backward in host RAM: the peak loses most of them, each step copies them twice over PCIe"
+
+
 BUILDERS: dict[str, Builder] = {
     "halve-batch": _halve_batch, "gradient-checkpointing": _checkpointing, "bf16-autocast": _bf16,
     "eval-no-grad": _eval_no_grad, "smaller-eval-batch": _smaller_eval_batch,
@@ -361,7 +367,7 @@ BUILDERS: dict[str, Builder] = {
     "fix-leak": _fix_leak, "empty-cache-before-save": _save, "lower-gpu-memory-utilization": _cache_budget,
     "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
     "no-preallocation": _no_prealloc, "quantize-weights": _quantize, "ddp-bucket-view": _bucket_view,
-    "smaller-zero-buckets": _zero_buckets,
+    "smaller-zero-buckets": _zero_buckets, "activation-offload": _activation_offload,
 }
 
 
@@ -380,7 +386,7 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 # Fixes that change training: no use to a run that only serves or generates.
 TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
                            "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view",
-                           "smaller-zero-buckets"})
+                           "smaller-zero-buckets", "activation-offload"})
 # Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
 PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
 

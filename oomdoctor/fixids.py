@@ -31,13 +31,14 @@ FIX_IDS: dict[str, str] = {
     "quantize-weights": "load the weights in 4- or 8-bit (bitsandbytes, GPTQ/AWQ, an int4 release; QLoRA to train)",
     "ddp-bucket-view": "DistributedDataParallel(gradient_as_bucket_view=True): gradients live in DDP's buckets",
     "smaller-zero-buckets": "DeepSpeed ZeRO: reduce_bucket_size (and allgather_bucket_size) of hidden_size² elements",
+    "activation-offload": "keep the activations saved for backward in host memory until backward needs them",
 }
 
 VERIFIABLE: frozenset[str] = frozenset({
     "halve-batch", "gradient-checkpointing", "bf16-autocast", "eval-no-grad", "smaller-eval-batch",
     "eval-accumulation-steps", "shorter-max-seq", "expandable-segments", "max-split-size", "gc-threshold", "lighter-optimizer",
     "raise-zero-stage", "cpu-offload", "more-gpus", "fused-cross-entropy", "lower-num-generations", "ddp-bucket-view",
-    "smaller-zero-buckets",
+    "smaller-zero-buckets", "activation-offload",
 })
 
 

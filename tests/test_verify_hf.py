@@ -272,3 +272,9 @@ def test_ddp_buckets_of_a_real_model_copy_its_trainable_gradients():
     plain, copies, views = (_replay(**small, **extra)["unlimited_peak_allocated_bytes"]
                             for extra in ({}, {"ddp_buckets": True}, {"ddp_buckets": True, "ddp_bucket_view": True}))
     assert copies - plain >= 0.9 * grads and abs(views - plain) <= 0.1 * grads
+
+
+def test_activation_offload_of_a_real_model_lowers_its_training_peak():
+    plain, offloaded = (_replay(steps=1, dtype="bfloat16", batch=8, seq_len=512, **extra)["unlimited_peak_allocated_bytes"]
+                        for extra in ({}, {"activation_offload": True}))
+    assert offloaded < plain

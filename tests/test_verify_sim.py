@@ -322,3 +322,34 @@ def test_the_lighter_optimizer_fix_follows_the_advice_8bit_first():
         chain.append(apply("lighter-optimizer", Variant({**TINY, "optimizer": chain[-1]}, ""), "train")
                      .params["optimizer"])
     assert chain == ["adamw", "adamw8bit", "adafactor", "sgd"]
+
+
+def test_selective_checkpointing_and_activation_offload_sit_between_none_and_all():
+    plain = replay(steps=2)["unlimited_peak_allocated_bytes"]
+    every = replay(steps=2, gradient_checkpointing=True)["unlimited_peak_allocated_bytes"]
+    half = replay(steps=2, gradient_checkpointing=True, checkpoint_every=2)["unlimited_peak_allocated_bytes"]
+    offload = replay(steps=2, activation_offload=True)["unlimited_peak_allocated_bytes"]
+    assert every < half < plain  # one block of two checkpointed: about half the saving
+    assert abs((plain - half) - (plain - every) / 2) <= 0.2 * (plain - every)
+    assert offload < plain
+
+
+def test_offloaded_activations_leave_the_device_and_come_back_in_backward():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from oomdoctor.verify import simgpu
+    from oomdoctor.verify.workload import offload_activations
+
+    device = simgpu.setup()
+    tracker = simgpu.StorageTracker()
+    with FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
+        net = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256))
+        x = torch.randn(64, 256)
+        before = tracker.live
+        with offload_activations(True):
+            y = net(x).sum()
+        kept = tracker.live - before
+        y.backward()
+    activation = 64 * 256 * 4
+    assert kept < activation  # the two saved activations of 64 KiB went to the host
+    assert tracker.peak - before >= activation  # and came back to the device in backward

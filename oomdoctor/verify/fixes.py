@@ -215,6 +215,15 @@ def smaller_zero_buckets(v: Variant, phase: str) -> Variant:
     return _set(v, zero_bucket_elements=auto)
 
 
+def activation_offload(v: Variant, phase: str) -> Variant:
+    if phase != "train":
+        raise NotApplicable("only a training step keeps activations for backward")
+    _need(v.params, "activation_offload")
+    if v.params["activation_offload"]:
+        raise NotApplicable("activations are offloaded already")
+    return _set(v, activation_offload=True)
+
+
 TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "halve-batch": halve_batch,
     "gradient-checkpointing": gradient_checkpointing,
@@ -234,6 +243,7 @@ TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "lower-num-generations": lower_num_generations,
     "ddp-bucket-view": ddp_bucket_view,
     "smaller-zero-buckets": smaller_zero_buckets,
+    "activation-offload": activation_offload,
 }
 assert set(TRANSFORMS) == VERIFIABLE, "every verifiable fix id needs a transform"
 

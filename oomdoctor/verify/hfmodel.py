@@ -219,6 +219,8 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
 
 def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable[[], None]:
     """One step of `phase` on the built model."""
+    from oomdoctor.verify.workload import offload_activations
+
     autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast else contextlib.nullcontext())
     kind = model.config.model_type
     inputs = (_image_inputs if kind in IMAGE_CLASSIFIERS else _image_text_inputs if kind in VISION_LANGUAGE
@@ -241,7 +243,7 @@ def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable
             model.train()
             for _ in range(p.grad_accum):
                 batch = inputs(p.batch)
-                with autocast:
+                with autocast, offload_activations(p.activation_offload):
                     loss = forward(batch).loss / p.grad_accum
                 loss.backward()
                 del loss, batch

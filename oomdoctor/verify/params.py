@@ -15,6 +15,8 @@ DDP_BUCKETS_DOC = ("DistributedDataParallel's gradient buckets (gradient_as_buck
 ZERO_BUCKET_DOC = ("DeepSpeed's reduce_bucket_size in elements (contiguous_gradients, its default): ZeRO-1/2 "
                    "allocate a gradient bucket of this many elements in the weights' dtype for every backward (two "
                    "with overlap_comm), ZeRO-3 one for the run; 0: none (FSDP, or not in the log)")
+ACTIVATION_OFFLOAD_DOC = ("the tensors saved for backward live in host memory and come back as backward needs them "
+                          "(torchtune's enable_activation_offloading; parameters and tensors under 1 KiB stay)")
 DDP_BUCKET_VIEW_DOC = ("DistributedDataParallel(gradient_as_bucket_view=True): each gradient is a view into its "
                        "bucket instead of a second copy beside it (needs ddp_buckets)")
 
@@ -48,6 +50,9 @@ class TransformerParams(BaseModel):
     dtype: Dtype = Field("float32", description="dtype of the weights")
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
+    checkpoint_every: int = Field(1, ge=1, description="with gradient_checkpointing: checkpoint every k-th block only "
+                                                       "(selective checkpointing, torchtune's ac_option); 1 = all")
+    activation_offload: bool = Field(False, description=ACTIVATION_OFFLOAD_DOC)
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA on q and v, base frozen")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA input (PEFT, litgpt: 0.05)")
     norm: Literal["layernorm", "rmsnorm"] | None = Field(
@@ -146,6 +151,7 @@ class HFParams(BaseModel):
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
+    activation_offload: bool = Field(False, description=ACTIVATION_OFFLOAD_DOC)
     optimizer: Literal["adamw", "adamw8bit", "adafactor", "sgd"] = "adamw"
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA through peft (base frozen)")

@@ -80,6 +80,26 @@ class DdpBuckets:
             q.grad = view
 
 
+OFFLOAD_MIN_BYTES = 1024  # torchtune's OffloadActivations keeps smaller saved tensors on the device
+
+
+def offload_activations(on: bool) -> contextlib.AbstractContextManager[Any]:
+    """A forward whose saved activations go to host memory and come back to the device one by one in backward, as
+    torchtune's activation offloading does: parameters and tensors under 1 KiB stay where they are."""
+    if not on:
+        return contextlib.nullcontext()
+
+    def pack(t: torch.Tensor) -> Any:
+        if isinstance(t, torch.nn.Parameter) or t.device.type == "cpu" or t.numel() * t.element_size() < OFFLOAD_MIN_BYTES:
+            return t
+        return (t.device, t.to("cpu"))
+
+    def unpack(saved: Any) -> torch.Tensor:
+        return saved[1].to(saved[0]) if isinstance(saved, tuple) else saved
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+
 def keeping(step: Callable[[], None], resident: list[Any]) -> Callable[[], None]:
     """`step`, with what the run keeps beside the model (DDP's buckets, a reference model) held for as long as the
     step is: allocated once when the workload is built, never freed by a trial. DDP buckets whose views are the
@@ -298,7 +318,7 @@ class Transformer(nn.Module):
         x = self._embed(idx)
         ckpt = self.p.gradient_checkpointing and torch.is_grad_enabled() and caches is None
         for i, block in enumerate(self.blocks):
-            if ckpt:
+            if ckpt and i % self.p.checkpoint_every == 0:
                 x = checkpoint(block, x, use_reentrant=False)
             else:
                 x = block(x, None if caches is None else caches[i])
@@ -475,7 +495,7 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
         def train_step() -> None:
             model.train()
             for _ in range(p.grad_accum):
-                with autocast:
+                with autocast, offload_activations(p.activation_offload):
                     loss = model.loss(tokens(p.batch, p.seq_len)) / p.grad_accum
                 buckets = opt.backward_buckets()
                 loss.backward()
