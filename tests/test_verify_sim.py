@@ -253,10 +253,11 @@ def test_the_bucket_view_fix_needs_ddps_buckets_in_a_training_step():
     from oomdoctor.verify.fixes import NotApplicable, Variant, apply
     from oomdoctor.verify.params import TransformerParams
 
-    fixed = apply("ddp-bucket-view", Variant({**TINY, "ddp_buckets": True}, ""), "train")
-    assert fixed.params["ddp_bucket_view"] is True and fixed.changes == {"ddp_bucket_view": [None, True]}
+    buckets = {**TINY, "ddp_buckets": True, "ddp_bucket_view": False}
+    fixed = apply("ddp-bucket-view", Variant(buckets, ""), "train")
+    assert fixed.params["ddp_bucket_view"] is True and fixed.changes == {"ddp_bucket_view": [False, True]}
     for params, phase, why in (({**TINY}, "train", "no DDP gradient buckets"),
-                               ({**TINY, "ddp_buckets": True}, "eval", "phase: train"),
+                               (buckets, "eval", "phase: train"),
                                ({**TINY, "ddp_buckets": True, "ddp_bucket_view": True}, "train", "already")):
         with pytest.raises(NotApplicable, match=why):
             apply("ddp-bucket-view", Variant(params, ""), phase)

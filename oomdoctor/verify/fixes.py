@@ -40,6 +40,14 @@ def _set(v: Variant, **changes: Any) -> Variant:
                    changes={k: [before[k], changes[k]] for k in changes})
 
 
+def _switch_on(v: Variant, key: str, already: str) -> Variant:
+    """The variant with the boolean param `key` on; NotApplicable (`already`) when it is on."""
+    _need(v.params, key)
+    if v.params[key]:
+        raise NotApplicable(already)
+    return _set(v, **{key: True})
+
+
 def _model_type(params: dict[str, Any]) -> str | None:
     """The transformers model_type of a `model: hf` workload named from the catalog or inline; else None."""
     config = params.get("config")
@@ -61,12 +69,9 @@ def halve_batch(v: Variant, phase: str) -> Variant:
 def gradient_checkpointing(v: Variant, phase: str) -> Variant:
     if phase != "train":
         raise NotApplicable("checkpointing only changes memory when gradients are computed (phase: train)")
-    _need(v.params, "gradient_checkpointing")
     if _model_type(v.params) in NO_CHECKPOINTING:
         raise NotApplicable(f"transformers' {_model_type(v.params)} models have no activation checkpointing")
-    if v.params["gradient_checkpointing"]:
-        raise NotApplicable("gradient checkpointing is already on")
-    return _set(v, gradient_checkpointing=True)
+    return _switch_on(v, "gradient_checkpointing", "gradient checkpointing is already on")
 
 
 def bf16_autocast(v: Variant, phase: str) -> Variant:
@@ -79,10 +84,7 @@ def bf16_autocast(v: Variant, phase: str) -> Variant:
 def eval_no_grad(v: Variant, phase: str) -> Variant:
     if phase != "eval":
         raise NotApplicable("applies to evaluation (phase: eval)")
-    _need(v.params, "eval_no_grad")
-    if v.params["eval_no_grad"]:
-        raise NotApplicable("evaluation already runs under no_grad")
-    return _set(v, eval_no_grad=True)
+    return _switch_on(v, "eval_no_grad", "evaluation already runs under no_grad")
 
 
 def smaller_eval_batch(v: Variant, phase: str) -> Variant:
@@ -197,9 +199,7 @@ def ddp_bucket_view(v: Variant, phase: str) -> Variant:
         raise NotApplicable("DDP's buckets hold gradients (phase: train)")
     if not v.params.get("ddp_buckets"):
         raise NotApplicable("the workload has no DDP gradient buckets (ddp_buckets: true)")
-    if v.params.get("ddp_bucket_view"):
-        raise NotApplicable("the gradients are bucket views already")
-    return _set(v, ddp_bucket_view=True)
+    return _switch_on(v, "ddp_bucket_view", "the gradients are bucket views already")
 
 
 def smaller_zero_buckets(v: Variant, phase: str) -> Variant:
@@ -218,10 +218,7 @@ def smaller_zero_buckets(v: Variant, phase: str) -> Variant:
 def activation_offload(v: Variant, phase: str) -> Variant:
     if phase != "train":
         raise NotApplicable("only a training step keeps activations for backward")
-    _need(v.params, "activation_offload")
-    if v.params["activation_offload"]:
-        raise NotApplicable("activations are offloaded already")
-    return _set(v, activation_offload=True)
+    return _switch_on(v, "activation_offload", "activations are offloaded already")
 
 
 TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
