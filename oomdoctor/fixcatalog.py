@@ -25,7 +25,13 @@ SECTION_STACK = {
     "torchtitan_toml": ("torchtitan",),
     "vllm_args": ("vllm",),
     "serving_engine": ("serving_engine",),
+    "keras": ("tensorflow",),
 }
+# Fixes that exist in PyTorch only (its allocator, autograd modes, HF's evaluation loop, its kernels and wrappers):
+# none of them is advice for a TensorFlow or JAX failure.
+PYTORCH_ONLY = frozenset({"eval-accumulation-steps", "eval-no-grad", "expandable-segments", "max-split-size",
+                          "gc-threshold", "fused-cross-entropy", "ddp-bucket-view", "smaller-zero-buckets",
+                          "activation-offload", "empty-cache-before-save"})
 # Stacks that wrap HF TrainingArguments: their own config file is what the user edits.
 WRAPPERS = ("axolotl", "llama_factory")
 
@@ -34,8 +40,16 @@ def _v(d: Derived, key: str) -> Any:
     return d.values.get(key)
 
 
+def _not_pytorch(d: Derived) -> bool:
+    """The failure is TensorFlow's or JAX's own allocator's (a PyTorch log that mentions TensorFlow is not)."""
+    kind = _v(d, "kind")
+    return kind == "tf_oom" or (kind == "xla_oom" and bool(_v(d, "stack_jax") or _v(d, "stack_tensorflow")))
+
+
 def _stacks(d: Derived) -> set[str]:
-    return {k.removeprefix("stack_") for k, v in d.values.items() if k.startswith("stack_") and v}
+    """The detected stacks; TensorFlow's own allocator failing is a TensorFlow run even when nothing else says so."""
+    found = {k.removeprefix("stack_") for k, v in d.values.items() if k.startswith("stack_") and v}
+    return found | {"tensorflow"} if _v(d, "kind") == "tf_oom" else found
 
 
 def _select(changes: Changes, d: Derived) -> Changes:
@@ -46,6 +60,8 @@ def _select(changes: Changes, d: Derived) -> Changes:
     keep = {s for s, owners in SECTION_STACK.items() if stacks.intersection(owners)}
     if not keep & changes.keys():
         keep |= {"training_args"} if not stacks else set()
+    if _not_pytorch(d) and not keep & changes.keys():
+        return {k: v for k, v in changes.items() if k == "env"}  # no PyTorch keys or code for a TensorFlow/JAX run
     out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}
     if keep & changes.keys() and "code" in out and len(out) > 1:
         out.pop("code")  # the config key says it; the snippet is for stacks without one
@@ -79,6 +95,7 @@ def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
         "lightning_trainer": {"DataLoader(batch_size=)": new_bs, "accumulate_grad_batches": new_ga},
         "megatron_args": {"--micro-batch-size": new_bs},
         "torchtitan_toml": {"training.local_batch_size": new_bs},
+        "keras": {"model.fit(batch_size=)": new_bs, "optimizer(gradient_accumulation_steps=)": new_ga},
     }
     if _stacks(d) & {"hf_trainer", "trl", "accelerate"}:
         changes.pop("deepspeed_json")  # HF passes "auto" through to DeepSpeed
@@ -116,6 +133,7 @@ def _bf16(d: Derived) -> tuple[Changes, str | None]:
         "lightning_trainer": {"precision": "bf16-mixed"},
         "megatron_args": {"--bf16": True},
         "torchtitan_toml": {"training.mixed_precision_param": "bfloat16"},
+        "keras": {"keras.mixed_precision.set_global_policy": "mixed_bfloat16"},
         "code": "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = model(**batch).loss",
     }, effect
 
@@ -135,6 +153,8 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
         "axolotl_yaml": {"eval_batch_size": new},
         "llama_factory_yaml": {"per_device_eval_batch_size": new},
         "lightning_trainer": {"val DataLoader(batch_size=)": new},
+        "keras": {"model.fit(validation_batch_size=)": new, "model.evaluate(batch_size=)": new,
+                  "model.predict(batch_size=)": new},
         "code": "evaluate and predict in batches: DataLoader(eval_set, batch_size=<smaller>); Keras "
                 "model.evaluate(x, batch_size=32) / model.predict(x, batch_size=32); a batched eval input_fn",
     }, (f"evaluation batch {ebs} → {new}: eval activations and logits shrink by {ebs / new:.0f}×"
@@ -404,6 +424,8 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
         if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:
             continue
         if f in TRAINING_ONLY and _v(d, "inference_only") is True:
+            continue
+        if f in PYTORCH_ONLY and _not_pytorch(d):
             continue
         if f == "raise-zero-stage" and _v(d, "data_parallel_degree") == 1:
             f = "more-gpus"  # pure model parallel: nothing to shard across until there are data-parallel ranks

@@ -72,3 +72,18 @@ def test_the_async_message_and_the_backend_setting_both_say_async(tmp_path):
         (tmp_path / name).write_text(text)
         parsed = parse_files([str(tmp_path / name)])
         assert derive(parsed, 0).values["allocator_async"] is want, name
+
+
+def test_a_tensorflow_failure_gets_keras_settings_and_no_pytorch_only_fixes():
+    tf = run(kind="tf_oom", per_device_train_batch_size=32)
+    ids = ["eval-no-grad", "smaller-eval-batch", "eval-accumulation-steps", "expandable-segments", "halve-batch",
+           "no-preallocation"]
+    assert fitted(ids, tf) == ["smaller-eval-batch", "halve-batch", "no-preallocation"]
+    assert build_fix("halve-batch", tf).changes == {
+        "keras": {"model.fit(batch_size=)": 16, "optimizer(gradient_accumulation_steps=)": 2}}
+    assert build_fix("gradient-checkpointing", tf).changes == {}  # no Keras setting, and PyTorch's code is no use
+    assert build_fix("no-preallocation", tf).changes["env"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    # a PyTorch failure in a log that also shows TensorFlow's start-up lines keeps PyTorch's fixes and keys
+    torch_run = run(kind="cuda_oom", stack_tensorflow=True, stack_hf_trainer=True, per_device_train_batch_size=32)
+    assert fitted(ids, torch_run)[0] == "eval-accumulation-steps" and set(fitted(ids, torch_run)) == set(ids)
+    assert "training_args" in build_fix("halve-batch", torch_run).changes
