@@ -291,3 +291,5 @@ def test_an_8bit_optimizer_in_the_log_is_replayed_as_bitsandbytes_keeps_it(tmp_p
     config, notes = build(str(log))
     assert config["workload"]["params"]["optimizer"] == "adamw8bit"
     assert not any(n.startswith("optimizer:") for n in notes)
+    log.write_text(log.read_text().replace("paged_adamw_8bit", "adamw_torch_fused"))
+    assert build(str(log))[0]["workload"]["params"]["optimizer"] == "adamw_fused"  # no foreach temporaries

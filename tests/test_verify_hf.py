@@ -59,9 +59,10 @@ def test_checkpointing_and_a_smaller_batch_lower_the_peak(base):
 
 def test_optimizer_states_are_resident_from_the_second_step():
     peaks = {o: _replay(steps=2, optimizer=o)["unlimited_peak_allocated_bytes"]
-             for o in ("adamw", "adamw8bit", "adafactor", "sgd")}
-    # two moments, two 8-bit ones (bitsandbytes), factored ones, none
-    assert peaks["adamw"] > peaks["adamw8bit"] > peaks["sgd"] and peaks["adafactor"] > peaks["sgd"], peaks
+             for o in ("adamw", "adamw_fused", "adamw8bit", "adafactor", "sgd")}
+    # two moments (with foreach's temporaries, or fused without), two 8-bit ones (bitsandbytes), factored ones, none
+    assert peaks["adamw"] >= peaks["adamw_fused"] > peaks["adamw8bit"] > peaks["sgd"], peaks
+    assert peaks["adafactor"] > peaks["sgd"], peaks
 
 
 def test_a_limit_below_the_peak_reproduces_the_oom(base):

@@ -354,3 +354,17 @@ def test_offloaded_activations_leave_the_device_and_come_back_in_backward():
     activation = 64 * 256 * 4
     assert kept < activation  # the two saved activations of 64 KiB went to the host
     assert tracker.peak - before >= activation  # and came back to the device in backward
+
+
+def test_fused_adamw_keeps_the_same_states_without_foreachs_temporaries():
+    # torch's AdamW(foreach=True) takes sqrt of every second moment at once (a full-size temporary); fused does not
+    small = {"batch": 1, "seq_len": 16}  # the optimizer's step is the peak
+    foreach, fused, sgd = (replay(steps=2, optimizer=o, **small)["unlimited_peak_allocated_bytes"]
+                           for o in ("adamw", "adamw_fused", "sgd"))
+    from oomdoctor.verify.params import TransformerParams
+    from oomdoctor.verify.workload import Ctx, Transformer
+
+    model = Transformer(Ctx(TransformerParams.model_validate({**TINY, **small}), torch.device("meta")))
+    moment = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
+    assert abs((fused - sgd) - 2 * moment) <= 0.02 * moment  # two moments, nothing else
+    assert foreach - fused >= 0.9 * moment  # foreach's denominators: one more moment's worth at the step

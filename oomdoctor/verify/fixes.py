@@ -144,7 +144,8 @@ def lighter_optimizer(v: Variant, phase: str) -> Variant:
         raise NotApplicable("the optimizer only runs in phase: train")
     _need(v.params, "optimizer")
     # the advice's order: 8-bit AdamW (2 bytes of state per parameter), Adafactor (factored), SGD (none)
-    nxt = {"adamw": "adamw8bit", "adamw8bit": "adafactor", "adafactor": "sgd"}.get(str(v.params["optimizer"]))
+    nxt = {"adamw": "adamw8bit", "adamw_fused": "adamw8bit", "adamw8bit": "adafactor",
+           "adafactor": "sgd"}.get(str(v.params["optimizer"]))
     if nxt is None:
         raise NotApplicable(f"optimizer {v.params['optimizer']!r} has no lighter variant here")
     return _set(v, optimizer=nxt)

@@ -91,7 +91,7 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         params["heads"] = 1
     printed = str(d.get("optimizer") or "").lower()  # adamw_torch_fused, adamw_bnb_8bit, paged_adamw_8bit, adafactor
     optimizer = next((ours for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("8bit", "adamw8bit"),
-                                              ("adam", "adamw")) if word in printed), None)
+                                              ("fused", "adamw_fused"), ("adam", "adamw")) if word in printed), None)
     if optimizer:
         params["optimizer"] = optimizer
     if d.get("mixed_precision"):

@@ -88,17 +88,20 @@ def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
     trainable = [q for q in model.parameters() if q.requires_grad]
     if optimizer == "adamw8bit":
         return [s for q in trainable for s in bnb_states(q.numel(), q.device)]
-    if optimizer != "adamw":
+    if optimizer not in ("adamw", "adamw_fused"):
         return []
     return [torch.zeros_like(q) for q in trainable for _ in range(2)]
 
 
-class AdamW8bit(torch.optim.Optimizer):
-    """bitsandbytes' AdamW8bit as memory sees it: its states created at the first step (bnb_states), each parameter
-    updated in place by one fused kernel (no temporaries). The arithmetic is not bitsandbytes'."""
+class InPlaceAdamW(torch.optim.Optimizer):
+    """An AdamW whose update is one fused kernel per parameter group, as memory sees it: its states created at the
+    first step, the parameters updated in place, no temporaries. `eight_bit`: bitsandbytes' AdamW8bit states
+    (bnb_states); else two moments in the parameter's dtype, as torch's AdamW(fused=True) keeps them. The arithmetic
+    is neither's."""
 
-    def __init__(self, params: Any, lr: float = 1e-5) -> None:
+    def __init__(self, params: Any, eight_bit: bool, lr: float = 1e-5) -> None:
         super().__init__(params, {"lr": lr})
+        self.eight_bit = eight_bit
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:  # type: ignore[override]
@@ -109,19 +112,20 @@ class AdamW8bit(torch.optim.Optimizer):
                 if q.grad is None:
                     continue
                 if not self.state[q]:
-                    self.state[q]["moments"] = bnb_states(q.numel(), q.device)
+                    self.state[q]["moments"] = (bnb_states(q.numel(), q.device) if self.eight_bit
+                                                else [torch.zeros_like(q), torch.zeros_like(q)])
                 q.add_(q.grad, alpha=-group["lr"])
 
 
 def _optimizer(model: Any, name: str) -> Any:
-    """The optimizer HF Trainer would build: torch's AdamW and SGD, transformers' own Adafactor (factored moments),
-    bitsandbytes' 8-bit AdamW."""
+    """The optimizer HF Trainer would build: torch's AdamW (foreach, or fused) and SGD, transformers' own Adafactor
+    (factored moments), bitsandbytes' 8-bit AdamW."""
     if name == "adafactor":
         from transformers.optimization import Adafactor
 
         return Adafactor(model.parameters(), lr=1e-5, scale_parameter=False, relative_step=False)
-    if name == "adamw8bit":  # bitsandbytes' (adamw_bnb_8bit), as its memory behaves
-        return AdamW8bit([q for q in model.parameters() if q.requires_grad])
+    if name in ("adamw8bit", "adamw_fused"):  # bitsandbytes' (adamw_bnb_8bit), torch's fused (adamw_torch_fused)
+        return InPlaceAdamW([q for q in model.parameters() if q.requires_grad], eight_bit=name == "adamw8bit")
     return (torch.optim.AdamW if name == "adamw" else torch.optim.SGD)(model.parameters(), lr=1e-5)
 
 

@@ -58,7 +58,7 @@ class TransformerParams(BaseModel):
     norm: Literal["layernorm", "rmsnorm"] | None = Field(
         None, description="rmsnorm computes in fp32 as Llama-family code does (HF, litgpt): its fp32 input is "
                           "kept for backward; default rmsnorm with mlp swiglu, else layernorm")
-    optimizer: Literal["adamw", "adamw8bit", "sgd", "adafactor"] = "adamw"
+    optimizer: Literal["adamw", "adamw_fused", "adamw8bit", "sgd", "adafactor"] = "adamw"
     master_weights: bool = Field(True, description="keep fp32 master weights when dtype is not float32")
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
     zero_bucket_elements: int = Field(0, ge=0, description=ZERO_BUCKET_DOC)
@@ -152,7 +152,7 @@ class HFParams(BaseModel):
     autocast: Literal["bfloat16", "float16"] | None = None
     gradient_checkpointing: bool = False
     activation_offload: bool = Field(False, description=ACTIVATION_OFFLOAD_DOC)
-    optimizer: Literal["adamw", "adamw8bit", "adafactor", "sgd"] = "adamw"
+    optimizer: Literal["adamw", "adamw_fused", "adamw8bit", "adafactor", "sgd"] = "adamw"
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA through peft (base frozen)")
     lora_dropout: float = Field(0.0, ge=0, lt=1)

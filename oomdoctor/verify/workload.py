@@ -408,7 +408,7 @@ class Optimizer:
             st: dict[str, torch.Tensor] = {}
             if self.master:
                 st["master"] = torch.empty(k, dtype=torch.float32, device=self.state_device)
-            if self.p.optimizer == "adamw":
+            if self.p.optimizer in ("adamw", "adamw_fused"):
                 st["m"] = torch.zeros(k, dtype=dt, device=self.state_device)
                 st["v"] = torch.zeros(k, dtype=dt, device=self.state_device)
             elif self.p.optimizer == "adamw8bit":
@@ -446,7 +446,7 @@ class Optimizer:
             torch._foreach_mul_(targets, 1 - lr * wd)
             torch._foreach_addcdiv_(targets, ms, denom, -lr)
             del denom
-        elif self.p.optimizer in ("sgd", "adamw8bit"):  # AdamW8bit: one fused kernel per parameter, in place
+        elif self.p.optimizer in ("sgd", "adamw8bit", "adamw_fused"):  # the 8-bit and fused AdamW: one kernel, in place
             torch._foreach_add_(targets, grads, alpha=-lr)
         else:
             for (q, _), g, t in zip(items, grads, targets):
