@@ -237,6 +237,24 @@ def test_data_parallel_without_zero_replays_ddps_buckets():
     assert "ddp_buckets" not in megatron["workload"]["params"]  # Megatron's grads are views into its own buffer
 
 
+def test_a_zero_stage_without_deepspeed_named_gets_no_ddp_buckets(tmp_path):
+    # a ZeRO stage read from a plain config line, no DeepSpeed banner: sharded, so no DDP buckets beside it (the
+    # two together are an invalid replay)
+    log = tmp_path / "zs.log"
+    log.write_text(
+        "+ torchrun --nproc_per_node=4 train.py --per_device_train_batch_size 4\nzero_stage: 2\n"
+        "  1%|          | 12/1000 [00:31<42:58,  2.61s/it]\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+        "79.15 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.64 GiB memory in "
+        "use. Of the allocated memory 74.10 GiB is allocated by PyTorch, and 3.92 GiB is reserved by PyTorch but "
+        "unallocated.\n")
+    params = build(str(log))[0]["workload"]["params"]
+    assert params["zero_stage"] == 2 and "ddp_buckets" not in params
+    from oomdoctor.verify.params import TransformerParams
+
+    TransformerParams.model_validate(params)
+
+
 def test_a_data_parallel_training_step_also_tries_gradients_as_bucket_views(tmp_path):
     log = tmp_path / "ddp.log"
     log.write_text(

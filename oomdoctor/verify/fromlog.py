@@ -105,11 +105,6 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         params["world_size"] = d.get("world_size") or 1
         if d.get("stack_deepspeed") and d["zero_stage"] >= 1:
             _zero_buckets(d, params, notes)
-    if d.get("stack_deepspeed") and "autocast" in params and not d.get("model_dtype"):
-        # DeepSpeed's bf16/fp16 mode casts the module itself; its optimizer keeps the fp32 master copy
-        params["dtype"] = params.pop("autocast")
-        notes.append(f"DeepSpeed's {params['dtype']} mode: weights and gradients in {params['dtype']}, an fp32 master "
-                     "copy in its optimizer")
     elif (isinstance(d.get("world_size"), int) and d["world_size"] > 1 and not d.get("stack_deepspeed")
           and not d.get("stack_fsdp") and not d.get("stack_megatron") and not d.get("stack_torchtitan")
           and (d.get("data_parallel_degree") or d["world_size"]) > 1):
@@ -117,6 +112,11 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         params["ddp_buckets"] = True
         notes.append(f"data parallel over {d['world_size']} ranks without ZeRO/FSDP: DDP's gradient buckets "
                      "(a copy of every trainable gradient; gradient_as_bucket_view=True would share them)")
+    if d.get("stack_deepspeed") and "autocast" in params and not d.get("model_dtype"):
+        # DeepSpeed's bf16/fp16 mode casts the module itself; its optimizer keeps the fp32 master copy
+        params["dtype"] = params.pop("autocast")
+        notes.append(f"DeepSpeed's {params['dtype']} mode: weights and gradients in {params['dtype']}, an fp32 master "
+                     "copy in its optimizer")
     if d.get("per_device_eval_batch_size"):
         params["eval_batch"] = d["per_device_eval_batch_size"]
     kept = _kept_eval_outputs(d, event.phase, notes)
