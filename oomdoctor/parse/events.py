@@ -247,7 +247,7 @@ class _NextMessage:
 def _superseded(lines: Sequence[Line], i: int, c: Classified, nxt: _NextMessage) -> bool:
     """A stand-in reading that the lines around it replace: a notebook header whose message follows, a worker exit
     that a segfault or bus error explains."""
-    if c.fmt.name in ("IPYTHON_OOM_HEADER", "IPYTHON_TF_OOM_HEADER"):
+    if c.fmt.gives_way:
         return nxt.after(i, HEADER_REACH_LINES)
     if c.fmt.name == "DATALOADER_EXIT":
         return any(P.DATALOADER_NOT_OOM.search(ln.text) for ln in lines[max(0, i - WORKER_REPORT_BACK_LINES) : i])

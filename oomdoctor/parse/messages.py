@@ -50,6 +50,7 @@ class MessageFormat:
     recognise_only: bool = False  # the pattern only recognises the message; it has no figures (match dropped)
     same_failure: bool = False  # every such message near another is the same failure (one per failing call site)
     single_line: bool = False  # the message is its line alone: never joined with the lines after it
+    gives_way: bool = False  # a stand-in (a notebook's traceback header): the failure only when no message follows
 
     def admits(self, text: str) -> bool:
         """The cheap string test that decides whether the pattern is tried at all."""
@@ -322,9 +323,9 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   single_line=True),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
     MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom",
-                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
+                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True),
     MessageFormat("IPYTHON_TF_OOM_HEADER", ("ResourceExhaustedError",), P.IPYTHON_TF_OOM_HEADER, "tf_oom",
-                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
+                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True),
     MessageFormat("IPYTHON_MEMORY_ERROR_HEADER", ("MemoryError",), P.IPYTHON_MEMORY_ERROR_HEADER, "host_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
     MessageFormat("DATALOADER_EXIT", ("exited unexpectedly",), P.DATALOADER_EXIT, "host_oom", recognise_only=True,
