@@ -79,18 +79,20 @@ def _frozen_copy(p: HFParams, device: torch.device, base_dir: Path | None) -> An
     return reference.eval()
 
 
-def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
-    """What a mid-training optimizer holds: two moments per trainable parameter for AdamW, in the parameter's own
-    dtype as torch.optim.AdamW creates them (bf16 weights, bf16 moments; fp32 adapters, fp32 moments), 8-bit ones for
-    bitsandbytes' AdamW8bit; none for SGD."""
+def _adam_moments(q: torch.Tensor, eight_bit: bool) -> list[torch.Tensor]:
+    """AdamW's two moments for one parameter: in the parameter's own dtype as torch.optim.AdamW creates them (bf16
+    weights, bf16 moments; fp32 adapters, fp32 moments), or bitsandbytes' 8-bit ones."""
     from oomdoctor.verify.workload import bnb_states
 
-    trainable = [q for q in model.parameters() if q.requires_grad]
-    if optimizer == "adamw8bit":
-        return [s for q in trainable for s in bnb_states(q.numel(), q.device)]
-    if optimizer not in ("adamw", "adamw_fused"):
+    return bnb_states(q.numel(), q.device) if eight_bit else [torch.zeros_like(q), torch.zeros_like(q)]
+
+
+def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
+    """What a mid-training optimizer holds: AdamW's moments for every trainable parameter (any of its variants);
+    none for SGD."""
+    if optimizer not in ("adamw", "adamw_fused", "adamw8bit"):
         return []
-    return [torch.zeros_like(q) for q in trainable for _ in range(2)]
+    return [s for q in model.parameters() if q.requires_grad for s in _adam_moments(q, optimizer == "adamw8bit")]
 
 
 class InPlaceAdamW(torch.optim.Optimizer):
@@ -105,15 +107,12 @@ class InPlaceAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:  # type: ignore[override]
-        from oomdoctor.verify.workload import bnb_states
-
         for group in self.param_groups:
             for q in group["params"]:
                 if q.grad is None:
                     continue
                 if not self.state[q]:
-                    self.state[q]["moments"] = (bnb_states(q.numel(), q.device) if self.eight_bit
-                                                else [torch.zeros_like(q), torch.zeros_like(q)])
+                    self.state[q]["moments"] = _adam_moments(q, self.eight_bit)
                 q.add_(q.grad, alpha=-group["lr"])
 
 

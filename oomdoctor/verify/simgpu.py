@@ -248,8 +248,7 @@ class StorageTracker(TorchDispatchMode):
         self._refs[sid] = weakref.ref(storage, self._on_free(sid, nbytes))
         self._allocated(sid, nbytes)
 
-    def _count_flops(self, func: Any, args: tuple, out: Any) -> None:
-        name = func.__name__.split(".")[0]
+    def _count_flops(self, name: str, args: tuple) -> None:
         if name in _MM_OPS:
             a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
             batch = a.shape[0] if a.dim() == 3 else 1
@@ -274,13 +273,14 @@ class StorageTracker(TorchDispatchMode):
         return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.__name__.split(".")[0]  # the op without its overload: "mm" of "mm.default"
         if self.workspaces[0]:
-            self._workspace(func.__name__.split(".")[0], args)
+            self._workspace(name, args)
         out = func(*args, **(kwargs or {}))
         for t in _tensors(out):
             self._track(t)
         with contextlib.suppress(AttributeError, IndexError, TypeError, ValueError):
-            self._count_flops(func, args, out)
+            self._count_flops(name, args)
         return out
 
 
