@@ -380,6 +380,20 @@ def test_tensorflows_notebook_header_gives_way_to_its_message():
     assert [(e.kind, e.line) for e in parse_text(header + frames + message).events] == [("tf_oom", 4)]
 
 
+def test_a_notebooks_memoryerror_header_gives_way_to_the_host_message_after_it():
+    header = "MemoryError                               Traceback (most recent call last)\n"
+    frames = "Cell In[4], line 3\n----> 3 x = np.zeros((1000000, 1000000))\n\n"
+    numpy = "MemoryError: Unable to allocate 7.28 TiB for an array with shape (1000000, 1000000) and data type float64\n"
+    assert [(e.kind, e.line) for e in parse_text(header + frames).events] == [("host_oom", 1)]
+    (e,) = parse_text(header + frames + numpy).events
+    assert (e.kind, e.line, e.requested_bytes) == ("host_oom", 5, 8 * 10**12)
+    (e,) = parse_text(header + frames + "MemoryError: \n").events  # the exception line with its detail cut
+    assert (e.kind, e.line) == ("host_oom", 5)
+    # a GPU header does not give way to a longer name in prose, and a MemoryError header stays when nothing follows
+    cuda_header = "OutOfMemoryError                          Traceback (most recent call last)\n"
+    assert [e.line for e in parse_text(cuda_header + frames + "see the OutOfMemoryError docs\n").events] == [1]
+
+
 def test_killed_over_a_redrawn_counter_but_not_words_that_begin_with_killed():
     assert [e.kind for e in parse_text("Killedng batch 12 of 400\n").events] == ["host_oom"]
     for benign in ("Killedar is a village\n", "Killed 3 / 4 stale workers\n"):

@@ -254,7 +254,10 @@ def _superseded(lines: Sequence[Line], i: int, c: Classified, nxt: _NextMessage)
     return False
 
 
-_OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate|ResourceExhaustedError:|OOM when allocating")
+# A message line a notebook header gives way to: the GPU and TensorFlow messages, and Python's host MemoryError
+# closing the traceback ("MemoryError: Unable to allocate ...", "_ArrayMemoryError: ...", a bare "MemoryError").
+_OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate|ResourceExhaustedError:|OOM when allocating"
+                    r"|MemoryError:|^\s{0,8}MemoryError\s*$")
 _SINGLE_LINE_FORMATS = tuple(f for f in MESSAGE_FORMATS if f.single_line)
 
 

@@ -327,7 +327,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("IPYTHON_TF_OOM_HEADER", ("ResourceExhaustedError",), P.IPYTHON_TF_OOM_HEADER, "tf_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True),
     MessageFormat("IPYTHON_MEMORY_ERROR_HEADER", ("MemoryError",), P.IPYTHON_MEMORY_ERROR_HEADER, "host_oom",
-                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True),
+                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True),
     MessageFormat("DATALOADER_EXIT", ("exited unexpectedly",), P.DATALOADER_EXIT, "host_oom", recognise_only=True,
                   single_line=True),
 )
