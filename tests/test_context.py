@@ -245,6 +245,16 @@ def test_frames_inside_an_evaluation_package_are_evaluation():
     assert [events(t + MSG)[0].phase for t in (matching, script, elsewhere)] == ["eval", "eval", "unknown"]
 
 
+def test_pytorchs_own_eval_frame_file_is_not_an_evaluation():
+    # every activation-checkpointed step since torch 2.1 passes through torch/_dynamo/eval_frame.py
+    checkpointed = _frames(("train.py", "train_epoch"), (f"{SITE}/torch/_dynamo/eval_frame.py", "_fn"),
+                           (f"{SITE}/torch/utils/checkpoint.py", "checkpoint"), ("models/block.py", "forward"))
+    assert events(checkpointed + MSG)[0].phase == "train"
+    user_eval = _frames(("run.py", "main"), (f"{SITE}/torch/_dynamo/eval_frame.py", "_fn"),
+                        ("project/eval_frame.py", "score"))
+    assert events(user_eval + MSG)[0].phase == "eval"  # a project's own eval_*.py still is
+
+
 def test_a_banner_initialising_a_part_of_the_model_is_set_up():
     banner = "Initializing language decoder from ../ckpt/vicuna/7b/ ...\n"
     assert events(banner + MSG)[0].phase == "init"

@@ -685,6 +685,9 @@ GENERATE_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:ldm|k_diffusion)
                      r'|File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:samplers?|sample)\.py"')
 EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evaluator|evaluators|validation)[/\\][^"]{1,200}'
                  r'|(?:evaluate|evaluation|eval)(?:_\w{1,40})?\.py)"')
+# PyTorch's own files are named for what they do inside torch, not for the user's loop: torch/_dynamo/eval_frame.py
+# sits in every traceback through a compile-disabled wrapper (activation checkpointing since torch 2.1).
+TORCH_PACKAGE_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?torch[/\\]')
 
 
 # A script run as a program (its `<module>` frame) says what it is by its file name: test.py, eval_x.py and
@@ -760,7 +763,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         else:
             if phases:
                 innermost = Witness(phases[0], ln)
-            elif strong is None and EVAL_PATH.search(ln.text):
+            elif strong is None and EVAL_PATH.search(ln.text) and not TORCH_PACKAGE_FILE.search(ln.text):
                 strong = Witness("eval", ln)  # the evaluation package's own helpers (matching, metrics)
             elif strong is None and "comfy" in ln.text and GENERATE_PATH.search(ln.text):
                 strong = Witness("generate", ln)  # ComfyUI sampling: the diffusion model's forward and the sampler
