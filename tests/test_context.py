@@ -255,6 +255,16 @@ def test_pytorchs_own_eval_frame_file_is_not_an_evaluation():
     assert events(user_eval + MSG)[0].phase == "eval"  # a project's own eval_*.py still is
 
 
+def test_a_diffusers_pipeline_frame_is_generation_and_its_bar_no_training_step():
+    bar = " 35%|███▌      | 7/20 [00:00<00:00, 50.51it/s]\n"
+    sampling = _frames(("run.py", "<module>"), (f"{SITE}/diffusers/pipelines/ddpm/pipeline_ddpm.py", "__call__"),
+                       (f"{SITE}/diffusers/models/unets/unet_2d.py", "forward"))
+    (event,) = events(bar + sampling + MSG)
+    assert (event.phase, event.step) == ("generate", None)
+    training = _frames(("train.py", "train_one_epoch"), (f"{SITE}/diffusers/models/unets/unet_2d.py", "forward"))
+    assert events(training + MSG)[0].phase == "train"  # the model alone is not a pipeline
+
+
 def test_a_banner_initialising_a_part_of_the_model_is_set_up():
     banner = "Initializing language decoder from ../ckpt/vicuna/7b/ ...\n"
     assert events(banner + MSG)[0].phase == "init"

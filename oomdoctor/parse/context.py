@@ -680,9 +680,11 @@ STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these deci
 
 # A frame whose file sits in an evaluation package or is an evaluation script: its helpers (IoU matching, metric
 # accumulation) have names of their own, but what runs them is evaluation.
-# ComfyUI's sampling code (its samplers and the diffusion models they call): a frame there is generation.
+# ComfyUI's sampling code (its samplers and the diffusion models they call) and diffusers' pipelines (a pipeline's
+# __call__ denoises, then decodes): a frame there is generation.
 GENERATE_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:ldm|k_diffusion)[/\\][^"]{1,200}"'
-                     r'|File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:samplers?|sample)\.py"')
+                     r'|File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:samplers?|sample)\.py"'
+                     r'|File "(?:[^"]{0,300}?[/\\])?diffusers[/\\]pipelines[/\\][^"]{1,200}"')
 EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evaluator|evaluators|validation)[/\\][^"]{1,200}'
                  r'|(?:evaluate|evaluation|eval)(?:_\w{1,40})?\.py)"')
 # PyTorch's own files are named for what they do inside torch, not for the user's loop: torch/_dynamo/eval_frame.py
@@ -765,8 +767,8 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
                 innermost = Witness(phases[0], ln)
             elif strong is None and EVAL_PATH.search(ln.text) and not TORCH_PACKAGE_FILE.search(ln.text):
                 strong = Witness("eval", ln)  # the evaluation package's own helpers (matching, metrics)
-            elif strong is None and "comfy" in ln.text and GENERATE_PATH.search(ln.text):
-                strong = Witness("generate", ln)  # ComfyUI sampling: the diffusion model's forward and the sampler
+            elif strong is None and ("comfy" in ln.text or "pipelines" in ln.text) and GENERATE_PATH.search(ln.text):
+                strong = Witness("generate", ln)  # ComfyUI sampling, a diffusers pipeline's denoising or decoding
     return strong or innermost or script
 
 
