@@ -767,3 +767,13 @@ def test_loop_and_set_up_names_that_mention_training():
     assert e.phase == "init"
     (e,) = events(_through("setup", "fit_transform") + MSG)  # pycaret's setup(), Lightning's setup hooks
     assert e.phase == "init"
+
+
+def test_a_finished_inner_bar_closed_after_training_resumed_is_not_the_step():
+    # HF Trainer: evaluation at step 10, training redrawn at 10/12, then the evaluation bar's close redraw at 8/8
+    train = " 83%|████████▎ | 10/12 [00:03<00:00,  2.76it/s]\n"
+    evals = "".join(f"{100 * k // 8:3d}%|███       | {k}/8 [00:00<00:00, 13.19it/s]\n" for k in range(9))
+    closed = "100%|██████████| 8/8 [00:01<00:00,  6.64it/s]\n"
+    assert events(train + evals + train + closed + MSG)[0].step == 10
+    # without the training bar's return in between, the last count stands as before
+    assert events(train + evals + MSG)[0].step == 8

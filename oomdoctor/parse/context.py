@@ -304,7 +304,7 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     banner = nearest if nearest and nearest.kind != "train" else None
     started = nearest.idx if nearest and nearest.kind == "train" else None
     limit = banner.idx if banner else idx
-    j = bisect_left(s_idx, limit) - 1
+    j = _past_close_redraw(steps, bisect_left(s_idx, limit) - 1)
     step = Value(value=steps[j].n, evidence=_ev(source, lines[steps[j].idx])) if j >= 0 else None
     train_total = steps[j].total if j >= 0 else None
     if banner:
@@ -325,6 +325,27 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
         own = j >= 0 and steps[j].idx == started
         return Progress(step if own else None, None, None, _ev(source, lines[started]))
     return Progress(step, None, None, None)
+
+
+# How far back a finished inner bar's first drawing at its total is looked for (its bar lines, a few hundred at most).
+CLOSE_REDRAW_BACK_STEPS = 400
+
+
+def _past_close_redraw(steps: Sequence[Step], j: int) -> int:
+    """The step marker to read instead of steps[j] when steps[j] only closes an inner loop that already finished: a
+    bar at its total drawn again after the outer bar came back (HF Trainer's evaluation bar, closed after training
+    resumed: "10/12", "8/8", "10/12", "8/8" -- the step is 10, not 8). Else j."""
+    last = steps[j] if j >= 0 else None
+    if last is None or not last.bar or last.total is None or last.n != last.total:
+        return j
+    between: int | None = None  # the latest marker of another total since the inner bar was last drawn
+    for k in range(j - 1, max(-1, j - CLOSE_REDRAW_BACK_STEPS), -1):
+        s = steps[k]
+        if s.bar and s.total == last.total:
+            return between if between is not None and s.n == last.n else j
+        if between is None and s.bar and s.total is not None:
+            between = k
+    return j
 
 
 MESSAGE_WORDS = lazy(r"out of memory|OutOfMemoryError|Tried to allocate|RESOURCE_EXHAUSTED")
