@@ -488,3 +488,22 @@ def test_zero3_gathering_settings_are_validated():
         TransformerParams.model_validate({**ZERO3, "zero3_gather_unit": "module", "zero3_forward_prefetch_units": 1})
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         TransformerParams.model_validate({**ZERO3, "zero3_gather_unit": "module", "zero3_max_live_elements": -1})
+
+
+def test_the_smaller_zero3_prefetch_fix_lowers_deepspeeds_caps_or_turns_fsdps_prefetch_off():
+    from oomdoctor.verify.fixes import NotApplicable, Variant, apply
+
+    fsdp = apply("smaller-zero3-prefetch", Variant(dict(ZERO3), ""), "train")
+    assert fsdp.changes == {"zero3_backward_prefetch_units": [None, 0]}
+    module = {**ZERO3, "zero3_gather_unit": "module", "zero3_persistence_threshold_elements": 0}
+    ds = apply("smaller-zero3-prefetch", Variant(module, ""), "train")
+    assert (ds.params["zero3_prefetch_bucket_elements"], ds.params["zero3_max_live_elements"],
+            ds.params["zero3_max_reuse_distance_elements"]) == (int(0.9 * 512 * 512), 100_000_000, 100_000_000)
+    assert zero3_peak(**fsdp.params) < zero3_peak()
+    # each fetch still prefetches up to the bucket and this 13M-parameter model is under the 1e8 live cap, so here the
+    # frontier runs as far ahead as before: DeepSpeed's live cap is what binds, on models above 1e8 parameters
+    assert zero3_peak(**ds.params) == zero3_peak(**module)
+    for params, why in (({**ZERO3, "zero_stage": 2}, "stage 3"), ({**ZERO3, "zero3_gather_unit": "matmul"}, "matmul"),
+                        (fsdp.params, "prefetches nothing"), (ds.params, "already")):
+        with pytest.raises(NotApplicable, match=why):
+            apply("smaller-zero3-prefetch", Variant(params, ""), "train")

@@ -29,16 +29,17 @@ DDP_BUCKET_VIEW_DOC = ("DistributedDataParallel(gradient_as_bucket_view=True): e
 
 
 def _zero3_settings_fit(params: TransformerParams) -> None:
-    """FSDP's prefetch settings need the layer unit, DeepSpeed's the module unit; both need ZeRO stage 3."""
-    given = params.model_fields_set
-    for name in (*FSDP_ONLY, *DEEPSPEED_ONLY):
-        if name in given and params.zero_stage < 3:
+    """FSDP's prefetch settings need the layer unit, DeepSpeed's the module unit; both need ZeRO stage 3. A setting
+    at its default passes anywhere (verify writes every field of the params it replays)."""
+    fields = type(params).model_fields
+    changed = [name for name in (*FSDP_ONLY, *DEEPSPEED_ONLY) if getattr(params, name) != fields[name].default]
+    for name in changed:
+        if params.zero_stage < 3:
             raise ValueError(f"{name} sets ZeRO-3/FSDP parameter gathering: it needs zero_stage: 3")
-    for names, unit, who in ((FSDP_ONLY, "layer", "PyTorch FSDP's"), (DEEPSPEED_ONLY, "module", "DeepSpeed's")):
-        for name in names:
-            if name in given and params.zero3_gather_unit != unit:
-                raise ValueError(f"{name} is {who} prefetch setting: it needs zero3_gather_unit: {unit} "
-                                 f"(not {params.zero3_gather_unit})")
+        unit, who = ("layer", "PyTorch FSDP's") if name in FSDP_ONLY else ("module", "DeepSpeed's")
+        if params.zero3_gather_unit != unit:
+            raise ValueError(f"{name} is {who} prefetch setting: it needs zero3_gather_unit: {unit} "
+                             f"(not {params.zero3_gather_unit})")
 
 
 def _bucket_view_needs_buckets(params: TransformerParams | HFParams) -> None:
