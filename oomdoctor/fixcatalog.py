@@ -7,7 +7,14 @@ from typing import Any
 
 from oomdoctor.diagnosis import Fix
 from oomdoctor.facts import Derived
-from oomdoctor.fixids import FIX_IDS, GC_MEMORY_FRACTION, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
+from oomdoctor.fixids import (
+    FIX_IDS,
+    GC_MEMORY_FRACTION,
+    GC_THRESHOLD,
+    VERIFIABLE,
+    ZERO3_FIX_LIVE_ELEMENTS,
+    max_split_size_mb,
+)
 from oomdoctor.units import format_bytes
 
 Changes = dict[str, Any]
@@ -371,6 +378,17 @@ def _zero_buckets(d: Derived) -> tuple[Changes, str | None]:
         "ZeRO's gradient buckets (one per backward, two with overlap_comm) shrink to hidden_size² elements"
 
 
+def _zero3_prefetch(d: Derived) -> tuple[Changes, str | None]:
+    hidden = _v(d, "hidden_size")
+    bucket = int(0.9 * hidden * hidden) if isinstance(hidden, int) else "auto"  # HF's "auto": 0.9 x hidden²
+    return {"deepspeed_json": {"zero_optimization.stage3_prefetch_bucket_size": bucket,
+                               "zero_optimization.stage3_max_live_parameters": ZERO3_FIX_LIVE_ELEMENTS,
+                               "zero_optimization.stage3_max_reuse_distance": ZERO3_FIX_LIVE_ELEMENTS},
+            "accelerate_config": {"fsdp_config.fsdp_backward_prefetch": "NO_PREFETCH",
+                                  "fsdp_config.fsdp_forward_prefetch": False}}, \
+        "fewer parameters gathered ahead of use: a lower peak for slower steps (less overlap of all-gathers)"
+
+
 def _activation_offload(d: Derived) -> tuple[Changes, str | None]:
     return {"code": "with torch.autograd.graph.save_on_cpu(pin_memory=True):\n    loss = model(**batch).loss\n"
                     "loss.backward()  # torchtune: enable_activation_offloading: True"}, \
@@ -388,6 +406,7 @@ BUILDERS: dict[str, Builder] = {
     "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
     "no-preallocation": _no_prealloc, "quantize-weights": _quantize, "ddp-bucket-view": _bucket_view,
     "smaller-zero-buckets": _zero_buckets, "activation-offload": _activation_offload,
+    "smaller-zero3-prefetch": _zero3_prefetch,
 }
 
 
@@ -406,7 +425,7 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 # Fixes that change training: no use to a run that only serves or generates.
 TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
                            "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view",
-                           "smaller-zero-buckets", "activation-offload"})
+                           "smaller-zero-buckets", "activation-offload", "smaller-zero3-prefetch"})
 # Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
 PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
 

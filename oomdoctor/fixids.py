@@ -32,13 +32,15 @@ FIX_IDS: dict[str, str] = {
     "ddp-bucket-view": "DistributedDataParallel(gradient_as_bucket_view=True): gradients live in DDP's buckets",
     "smaller-zero-buckets": "DeepSpeed ZeRO: reduce_bucket_size (and allgather_bucket_size) of hidden_size² elements",
     "activation-offload": "keep the activations saved for backward in host memory until backward needs them",
+    "smaller-zero3-prefetch": "ZeRO-3/FSDP: gather fewer parameters ahead (DeepSpeed stage3_prefetch_bucket_size, "
+                              "max_live_parameters, max_reuse_distance; FSDP backward/forward prefetch off)",
 }
 
 VERIFIABLE: frozenset[str] = frozenset({
     "halve-batch", "gradient-checkpointing", "bf16-autocast", "eval-no-grad", "smaller-eval-batch",
     "eval-accumulation-steps", "shorter-max-seq", "expandable-segments", "max-split-size", "gc-threshold", "lighter-optimizer",
     "raise-zero-stage", "cpu-offload", "more-gpus", "fused-cross-entropy", "lower-num-generations", "ddp-bucket-view",
-    "smaller-zero-buckets", "activation-offload",
+    "smaller-zero-buckets", "activation-offload", "smaller-zero3-prefetch",
 })
 
 
@@ -47,6 +49,9 @@ GC_THRESHOLD = 0.6  # reclaim cached blocks once 60% of the allowed memory is in
 # The threshold acts only under a per-process memory fraction below 1 (c10: garbage_collect_cached_blocks runs only
 # when allowed_memory_maximum is set), so the fix sets one too; 0.99 gives up 1% of the card.
 GC_MEMORY_FRACTION = 0.99
+# smaller-zero3-prefetch: DeepSpeed's stage3_max_live_parameters and stage3_max_reuse_distance lowered from their
+# 1e9 default to 1e8 elements, the step HF's DeepSpeed integration guide suggests when ZeRO-3 runs out of memory
+ZERO3_FIX_LIVE_ELEMENTS = 100_000_000
 MAX_SPLIT_SIZE_MB_LARGE = 512  # requests of 512 MiB and more: never split blocks above this size
 MAX_SPLIT_SIZE_MB_SMALL = 128  # smaller requests: a lower cap keeps more whole blocks for them
 

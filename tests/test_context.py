@@ -777,3 +777,18 @@ def test_a_finished_inner_bar_closed_after_training_resumed_is_not_the_step():
     assert events(train + evals + train + closed + MSG)[0].step == 10
     # without the training bar's return in between, the last count stands as before
     assert events(train + evals + MSG)[0].step == 8
+
+
+def test_zero3_gathering_settings_in_deepspeeds_print_its_json_and_fsdps():
+    printed = ("zero_config .................. stage=3 prefetch_bucket_size=50000000 param_persistence_threshold=100000 "
+               "max_live_parameters=1,000,000,000 max_reuse_distance=1000000000")
+    cfg = _config(printed)
+    assert (cfg["zero3_prefetch_bucket_size"], cfg["zero3_param_persistence_threshold"], cfg["zero3_max_live_parameters"],
+            cfg["zero3_max_reuse_distance"]) == (50_000_000, 100_000, 1_000_000_000, 1_000_000_000)
+    assert _config('    "stage3_prefetch_bucket_size": 5e7,')["zero3_prefetch_bucket_size"] == 50_000_000
+    assert "zero3_prefetch_bucket_size" not in _config('    "stage3_prefetch_bucket_size": "auto",')
+    fsdp = _config("FullyShardedDataParallelPlugin(backward_prefetch=BackwardPrefetch.BACKWARD_PRE, "
+                   "forward_prefetch=True, limit_all_gathers=False)")
+    assert (fsdp["fsdp_backward_prefetch"], fsdp["fsdp_forward_prefetch"], fsdp["fsdp_limit_all_gathers"]) == (
+        "BACKWARD_PRE", True, False)
+    assert _config('"backward_prefetch": "backward_post",')["fsdp_backward_prefetch"] == "BACKWARD_POST"

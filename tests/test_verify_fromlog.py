@@ -311,3 +311,29 @@ def test_an_8bit_optimizer_in_the_log_is_replayed_as_bitsandbytes_keeps_it(tmp_p
     assert not any(n.startswith("optimizer:") for n in notes)
     log.write_text(log.read_text().replace("paged_adamw_8bit", "adamw_torch_fused"))
     assert build(str(log))[0]["workload"]["params"]["optimizer"] == "adamw_fused"  # no foreach temporaries
+
+
+def test_zero3s_printed_prefetch_settings_are_replayed_and_unprinted_ones_assumed(tmp_path):
+    head = ("[2024-05-02 10:00:01,100] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to "
+            "cuda (auto detect)\n"
+            "+ deepspeed --num_gpus 8 train.py --model_name_or_path my-org/unknown-13b --deepspeed ds_config_zero3.json "
+            "--per_device_train_batch_size 4 --bf16\n")
+    zero = ("[2024-05-02 10:00:09,500] [INFO] [config.py:1003:print]   zero_config .................. stage=3 "
+            "contiguous_gradients=True reduce_bucket_size=500000000 prefetch_bucket_size=50,000,000 "
+            "param_persistence_threshold=100000 max_live_parameters=300000000 max_reuse_distance=1000000000\n")
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 954.00 MiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.64 GiB memory in "
+           "use. Of the allocated memory 75.10 GiB is allocated by PyTorch, and 2.92 GiB is reserved by PyTorch but "
+           "unallocated.\n")
+    (tmp_path / "z.log").write_text(head + zero + oom)
+    config, notes = build(str(tmp_path / "z.log"))
+    params = config["workload"]["params"]
+    assert params["zero3_gather_unit"] == "module"
+    assert (params["zero3_prefetch_bucket_elements"], params["zero3_max_live_elements"],
+            params["zero3_persistence_threshold_elements"]) == (50_000_000, 300_000_000, 100_000)
+    assert "smaller-zero3-prefetch" in config["fixes"]
+    assert not any("ZeRO-3 prefetch" in n for n in notes)
+    (tmp_path / "n.log").write_text(head + oom)  # stage 3 from the config file's name, nothing printed
+    config, notes = build(str(tmp_path / "n.log"))
+    assert "zero3_max_live_elements" not in config["workload"]["params"]
+    assert any("assumed DeepSpeed's defaults" in n and "max_live_parameters 1e+09" in n for n in notes)

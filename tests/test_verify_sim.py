@@ -63,7 +63,10 @@ def test_fused_cross_entropy_avoids_full_logits(base):
 
 
 def test_sharding_stages_lower_the_rank_peak():
-    peaks = [replay(steps=2, zero_stage=s, world_size=4, vocab=8192)["unlimited_peak_allocated_bytes"] for s in (0, 1, 3)]
+    # the model states; gathered whole, this embedding-heavy model's root unit (embedding, head and the head's
+    # gradient, 12 MiB in fp32) would outweigh what stage 3 saves over stage 1 (the gathering is tested below)
+    peaks = [replay(steps=2, zero_stage=s, world_size=4, vocab=8192, zero3_gather_unit="matmul")[
+        "unlimited_peak_allocated_bytes"] for s in (0, 1, 3)]
     assert peaks[0] > peaks[1] > peaks[2]
 
 
@@ -130,8 +133,9 @@ def test_cuda_trial_tiny():
 def test_zero3_shards_gradients_too():
     # weights dominate (batch 1, 16 tokens): ZeRO-3 keeps 16 bytes/parameter / N per rank, gradients included.
     # A gradient shard that was a view into the full gradient kept every gradient whole (1120/336 MiB, not /8).
+    # Gathered per matmul, so the peak is the model states' (the gathered working set is tested below).
     peak = {w: replay(steps=2, zero_stage=3, world_size=w, width=1024, layers=4, vocab=4096, seq_len=16, batch=1,
-                      heads=8)["unlimited_peak_allocated_bytes"] for w in (1, 8)}
+                      heads=8, zero3_gather_unit="matmul")["unlimited_peak_allocated_bytes"] for w in (1, 8)}
     assert peak[1] / peak[8] > 6
 
 
@@ -368,3 +372,138 @@ def test_fused_adamw_keeps_the_same_states_without_foreachs_temporaries():
     moment = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
     assert abs((fused - sgd) - 2 * moment) <= 0.02 * moment  # two moments, nothing else
     assert foreach - fused >= 0.9 * moment  # foreach's denominators: one more moment's worth at the step
+
+
+# ZeRO-3 gathering (verify/zero3.py): a 4-block model whose weights dominate (batch 1, 32 tokens), sharded over 64
+# ranks so the model states are small beside what is gathered; fp32 weights under bf16 autocast, gathered in bf16
+ZERO3 = {"layers": 4, "width": 512, "heads": 8, "vocab": 512, "seq_len": 32, "batch": 1, "zero_stage": 3,
+         "world_size": 64, "autocast": "bfloat16"}
+UNIT_BYTES = 12 * 512 * 512 * 2  # one block's weights (4 attention, 2 MLP of 4 x width²) in bf16
+
+
+def zero3_peak(**params) -> int:
+    return replay(steps=2, **{**ZERO3, **params})["unlimited_peak_allocated_bytes"]
+
+
+def test_fsdp_units_gather_whole_blocks_beside_the_per_matmul_peak():
+    # At a block's post-backward FSDP holds its weights, the next block's (BACKWARD_PRE prefetch), its unsharded
+    # gradients and their reduce-scatter input: 4 units; plus the root unit's weights (embedding, head) and the
+    # head's gradient, kept for the whole backward. Per matmul the extra is one MLP weight and its gradient.
+    vocab, width = ZERO3["vocab"], ZERO3["width"]
+    expected = 4 * UNIT_BYTES + 3 * vocab * width * 2 - 2 * 4 * width * width * 2
+    extra = zero3_peak() - zero3_peak(zero3_gather_unit="matmul")
+    assert extra == pytest.approx(expected, rel=0.10)  # measured 1.06x: activations and gradient shards move too
+
+
+def test_fsdp_prefetch_depth_adds_one_units_weights_in_the_compute_dtype():
+    depth = {d: zero3_peak(zero3_backward_prefetch_units=d) for d in (0, 1, 2)}
+    assert depth[1] - depth[0] == pytest.approx(UNIT_BYTES, rel=0.01)
+    assert depth[2] - depth[1] == pytest.approx(UNIT_BYTES, rel=0.01)
+
+
+def test_fsdp_forward_prefetch_holds_the_next_block_in_forward():
+    # evaluation under no_grad peaks in forward (a long sequence: the MLP's activations); forward_prefetch adds the
+    # next block's weights to every block but the last
+    evaluation = {"phase": "eval", "seq_len": 1024, "batch": 2}
+    plain = replay(steps=2, **{**ZERO3, **evaluation})["unlimited_peak_allocated_bytes"]
+    ahead = replay(steps=2, **{**ZERO3, **evaluation, "zero3_forward_prefetch_units": 1})
+    assert ahead["unlimited_peak_allocated_bytes"] - plain == pytest.approx(UNIT_BYTES, rel=0.01)
+
+
+def _resident_and_model_states(params: dict) -> tuple[int, int]:
+    """(bytes live after two steps, bytes live as the second optimizer step starts) for the built-in transformer."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from oomdoctor.verify import simgpu, workload
+    from oomdoctor.verify.trial import patched_for_sim
+
+    device = simgpu.setup()
+    tracker = simgpu.StorageTracker()
+    at_step: list[int] = []
+    original = workload.Optimizer.step
+
+    def step(self):
+        at_step.append(tracker.live)
+        original(self)
+    workload.Optimizer.step = step  # type: ignore[method-assign]
+    try:
+        with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
+            run = workload.transformer(params, device)
+            run()
+            run()
+            return tracker.live, at_step[-1]
+    finally:
+        workload.Optimizer.step = original  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("unit", ["layer", "module", "matmul"])
+def test_zero3_model_states_stay_16_bytes_per_parameter_over_n_whatever_the_gathering(unit):
+    from oomdoctor.verify.params import TransformerParams
+
+    params = {**ZERO3, "autocast": None, "zero3_gather_unit": unit}
+    extra = {"zero3_persistence_threshold_elements": 0} if unit == "module" else {}
+    p = TransformerParams.model_validate({**params, **extra})
+    _, states = _resident_and_model_states({**params, **extra})
+    # fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter, a weight's shard 1/64 of it; the
+    # LayerNorms' weights and biases (two per block and the final one) are not sharded in this model
+    norms = (2 * p.layers + 1) * 2 * p.width
+    assert states == pytest.approx(16 * (p.num_parameters() - norms) / p.world_size + 16 * norms, rel=0.005)
+
+
+def test_deepspeed_persistence_threshold_keeps_small_weights_gathered_for_the_run():
+    # a threshold between width² and 4 x width²: every attention weight, the embedding and the head persist
+    module = {**ZERO3, "zero3_gather_unit": "module", "zero3_max_reuse_distance_elements": 0}
+    none, _ = _resident_and_model_states({**module, "zero3_persistence_threshold_elements": 0})
+    small, _ = _resident_and_model_states({**module, "zero3_persistence_threshold_elements": 300_000})
+    width = ZERO3["width"]
+    assert small - none == (4 * 4 + 2) * width * width * 2  # gathered in bf16, resident after the step
+
+
+def test_deepspeed_prefetch_bucket_and_live_cap_bound_what_is_gathered_ahead():
+    module = {"zero3_gather_unit": "module", "zero3_persistence_threshold_elements": 0,
+              "zero3_max_reuse_distance_elements": 0}
+    everything = zero3_peak(**module)  # 5e7 elements ahead: the whole 13M-parameter model
+    one_at_a_time = zero3_peak(**module, zero3_prefetch_bucket_elements=0)
+    capped = zero3_peak(**module, zero3_max_live_elements=0)
+    # each fetch prefetches up to the bucket (as DeepSpeed's fetch_sub_module does), so the frontier runs ahead of
+    # use until the live cap stops it: a cap of one block's elements holds about one block
+    ahead = zero3_peak(**module, zero3_max_live_elements=12 * 512 * 512)
+    assert one_at_a_time == capped < ahead < everything
+    assert 0 < ahead - one_at_a_time <= UNIT_BYTES  # measured 2/3 of a block: the cap counts the module in use
+    assert everything - one_at_a_time > 3 * UNIT_BYTES  # the whole model in bf16 is about 4.2 units
+    # DeepSpeed's default reuse distance (1e9) keeps every weight from forward to its backward in a small model
+    assert zero3_peak(zero3_gather_unit="module", zero3_persistence_threshold_elements=0) >= everything
+
+
+def test_zero3_gathering_settings_are_validated():
+    from pydantic import ValidationError
+
+    from oomdoctor.verify.params import TransformerParams
+
+    with pytest.raises(ValidationError, match="needs zero_stage: 3"):
+        TransformerParams.model_validate({**TINY, "zero_stage": 2, "zero3_backward_prefetch_units": 0})
+    with pytest.raises(ValidationError, match="needs zero3_gather_unit: module"):
+        TransformerParams.model_validate({**ZERO3, "zero3_prefetch_bucket_elements": 1000})
+    with pytest.raises(ValidationError, match="needs zero3_gather_unit: layer"):
+        TransformerParams.model_validate({**ZERO3, "zero3_gather_unit": "module", "zero3_forward_prefetch_units": 1})
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        TransformerParams.model_validate({**ZERO3, "zero3_gather_unit": "module", "zero3_max_live_elements": -1})
+
+
+def test_the_smaller_zero3_prefetch_fix_lowers_deepspeeds_caps_or_turns_fsdps_prefetch_off():
+    from oomdoctor.verify.fixes import NotApplicable, Variant, apply
+
+    fsdp = apply("smaller-zero3-prefetch", Variant(dict(ZERO3), ""), "train")
+    assert fsdp.changes == {"zero3_backward_prefetch_units": [None, 0]}
+    module = {**ZERO3, "zero3_gather_unit": "module", "zero3_persistence_threshold_elements": 0}
+    ds = apply("smaller-zero3-prefetch", Variant(module, ""), "train")
+    assert (ds.params["zero3_prefetch_bucket_elements"], ds.params["zero3_max_live_elements"],
+            ds.params["zero3_max_reuse_distance_elements"]) == (int(0.9 * 512 * 512), 100_000_000, 100_000_000)
+    assert zero3_peak(**fsdp.params) < zero3_peak()
+    # each fetch still prefetches up to the bucket and this 13M-parameter model is under the 1e8 live cap, so here the
+    # frontier runs as far ahead as before: DeepSpeed's live cap is what binds, on models above 1e8 parameters
+    assert zero3_peak(**ds.params) == zero3_peak(**module)
+    for params, why in (({**ZERO3, "zero_stage": 2}, "stage 3"), ({**ZERO3, "zero3_gather_unit": "matmul"}, "matmul"),
+                        (fsdp.params, "prefetches nothing"), (ds.params, "already")):
+        with pytest.raises(NotApplicable, match=why):
+            apply("smaller-zero3-prefetch", Variant(params, ""), "train")

@@ -895,6 +895,8 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "save_steps": ("save_steps", "save_interval"),
     "zero_stage": ("zero_stage",),
     "overlap_comm": ("overlap_comm",),  # DeepSpeed ZeRO: double-buffered gradient buckets at stage 1/2
+    "fsdp_forward_prefetch": ("forward_prefetch", "fsdp_forward_prefetch"),  # PyTorch FSDP, accelerate, HF fsdp_config
+    "fsdp_limit_all_gathers": ("limit_all_gathers", "fsdp_limit_all_gathers"),
     "num_generations": ("num_generations", "n_samples_per_prompt", "rollout_n", "num_return_sequences"),
     "max_completion_length": ("max_completion_length", "max_new_tokens", "max_response_length", "generate_max_length"),
     "max_prompt_length": ("max_prompt_length", "max_prompt_len"),
@@ -941,6 +943,15 @@ ZERO_CONFIG_FILE = lazy(r"(?:^|[/\\\s'\"=_])zero(?P<stage>[0-3])(?:_\w{1,40})?\.
 # DeepSpeed's reduce_bucket_size (elements), in its JSON ("reduce_bucket_size": 5e8), HF's resolved config or its own
 # config print (reduce_bucket_size=500000000, thousands separated in some versions); "auto" is resolved later, unread
 ZERO_BUCKET = lazy(r"reduce_bucket_size['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,\d{3}){1,4}(?!\d)|\d{1,13}(?:\.\d{1,6})?(?:[eE]\+?\d{1,2})?)")
+# DeepSpeed ZeRO-3's gathering settings, elements: its JSON and HF's resolved config name them stage3_*, its own config
+# print (zero_config ... prefetch_bucket_size=50000000 param_persistence_threshold=100000 ...) without the prefix
+ZERO3_SETTING = lazy(r"(?<![\w])(?:stage3_)?(?P<key>prefetch_bucket_size|max_live_parameters|param_persistence_threshold"
+                     r"|max_reuse_distance)['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,\d{3}){1,4}(?!\d)|\d{1,13}"
+                     r"(?:\.\d{1,6})?(?:[eE]\+?\d{1,2})?)")
+# FSDP's backward_prefetch as accelerate's plugin (BackwardPrefetch.BACKWARD_PRE), torch's repr or HF's fsdp_config
+# ("backward_pre") prints it; None/NO_PREFETCH: no prefetch
+FSDP_BACKWARD_PREFETCH = lazy(r"backward_prefetch['\"]?\s{0,3}[:=]\s{0,3}['\"<]?(?:BackwardPrefetch\.)?"
+                              r"(?P<v>BACKWARD_PRE|BACKWARD_POST|NO_PREFETCH|None|null)\b", regex.I)
 OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
@@ -989,7 +1000,7 @@ _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no":
 
 def _config_value(key: str, raw: str):
     raw = raw.rstrip(",.;)'\"")
-    if key in ("gradient_checkpointing", "bf16", "fp16", "overlap_comm"):
+    if key in ("gradient_checkpointing", "bf16", "fp16", "overlap_comm", "fsdp_forward_prefetch", "fsdp_limit_all_gathers"):
         low = raw.lower()
         if key == "bf16" and low in ("bf16-mixed", "bf16-true", "bf16", "bfloat16"):
             return True
@@ -1085,6 +1096,15 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         found = True
     if "reduce_bucket_size" in text and (m := ZERO_BUCKET.search(text)):
         cfg["reduce_bucket_size"] = Value(value=int(float(m["n"].replace(",", ""))), evidence=_ev(source, ln))
+        found = True
+    if "_" in text and ("stage3_" in text or "zero_config" in text or "max_live" in text):
+        for m in ZERO3_SETTING.finditer(text):
+            cfg[f"zero3_{m['key']}"] = Value(value=int(float(m["n"].replace(",", ""))), evidence=_ev(source, ln))
+            found = True
+    if "backward_prefetch" in text and (m := FSDP_BACKWARD_PREFETCH.search(text)):
+        value = m["v"].upper()
+        cfg["fsdp_backward_prefetch"] = Value(value="NONE" if value in ("NULL", "NO_PREFETCH") else value,
+                                              evidence=_ev(source, ln))
         found = True
     if m := OFFLOAD.search(text):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))

@@ -10,7 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from oomdoctor.fixids import FIX_IDS, GC_MEMORY_FRACTION, GC_THRESHOLD, VERIFIABLE, max_split_size_mb
+from oomdoctor.fixids import (
+    FIX_IDS,
+    GC_MEMORY_FRACTION,
+    GC_THRESHOLD,
+    VERIFIABLE,
+    ZERO3_FIX_LIVE_ELEMENTS,
+    max_split_size_mb,
+)
 from oomdoctor.verify.allocator import AllocConf
 from oomdoctor.verify.architectures import NO_CHECKPOINTING, from_catalog
 
@@ -216,6 +223,30 @@ def smaller_zero_buckets(v: Variant, phase: str) -> Variant:
     return _set(v, zero_bucket_elements=auto)
 
 
+def smaller_zero3_prefetch(v: Variant, phase: str) -> Variant:
+    """DeepSpeed: prefetch bucket to HF's auto (0.9 x hidden²), live and reuse caps to 1e8; FSDP: no prefetch."""
+    if int(v.params.get("zero_stage") or 0) < 3:
+        raise NotApplicable("parameters are gathered ahead at ZeRO stage 3 / FSDP FULL_SHARD only")
+    unit = v.params.get("zero3_gather_unit", "layer")
+    if unit == "layer":
+        on = {k: 0 for k, default in (("zero3_forward_prefetch_units", 0), ("zero3_backward_prefetch_units", 1))
+              if int(v.params.get(k, default))}
+        if not on:
+            raise NotApplicable("FSDP prefetches nothing already (backward_prefetch=None, forward_prefetch=False)")
+        return _set(v, **on)
+    if unit != "module":
+        raise NotApplicable("the replay gathers each weight just before its matmul (zero3_gather_unit: matmul)")
+    _need(v.params, "width")
+    # DeepSpeed's defaults (runtime/zero/config.py) where the params leave them unset
+    target = {"zero3_prefetch_bucket_elements": (int(0.9 * int(v.params["width"]) ** 2), 50_000_000),
+              "zero3_max_live_elements": (ZERO3_FIX_LIVE_ELEMENTS, 1_000_000_000),
+              "zero3_max_reuse_distance_elements": (ZERO3_FIX_LIVE_ELEMENTS, 1_000_000_000)}
+    lower = {k: low for k, (low, default) in target.items() if int(v.params.get(k, default)) > low}
+    if not lower:
+        raise NotApplicable("DeepSpeed's prefetch bucket, live and reuse caps are already at most the fix's")
+    return _set(v, **lower)
+
+
 def activation_offload(v: Variant, phase: str) -> Variant:
     if phase != "train":
         raise NotApplicable("only a training step keeps activations for backward")
@@ -242,6 +273,7 @@ TRANSFORMS: dict[str, Callable[[Variant, str], Variant]] = {
     "ddp-bucket-view": ddp_bucket_view,
     "smaller-zero-buckets": smaller_zero_buckets,
     "activation-offload": activation_offload,
+    "smaller-zero3-prefetch": smaller_zero3_prefetch,
 }
 assert set(TRANSFORMS) == VERIFIABLE, "every verifiable fix id needs a transform"
 

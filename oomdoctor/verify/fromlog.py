@@ -26,6 +26,12 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "autocast": ("mixed_precision", "bf16", "fp16"), "gradient_checkpointing": ("gradient_checkpointing",),
     "lora_rank": ("lora_r", "lora"), "zero_stage": ("zero_stage",), "world_size": ("world_size",),
     "zero_bucket_elements": ("reduce_bucket_size",), "overlap_comm": ("overlap_comm",),
+    "zero3_gather_unit": ("stack_deepspeed", "zero_stage"),
+    "zero3_prefetch_bucket_elements": ("zero3_prefetch_bucket_size",),
+    "zero3_max_live_elements": ("zero3_max_live_parameters",),
+    "zero3_persistence_threshold_elements": ("zero3_param_persistence_threshold",),
+    "zero3_max_reuse_distance_elements": ("zero3_max_reuse_distance",),
+    "zero3_backward_prefetch_units": ("fsdp_backward_prefetch",), "zero3_forward_prefetch_units": ("fsdp_forward_prefetch",),
     "eval_batch": ("per_device_eval_batch_size",), "eval_batches": ("eval_batches_total",),
     "eval_accumulation_steps": ("eval_accumulation_steps",), "eval_world_size": ("world_size",),
     "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
@@ -46,6 +52,50 @@ def _zero_buckets(d: dict[str, Any], params: dict[str, Any], notes: list[str]) -
     else:
         notes.append("ZeRO's gradient buckets: reduce_bucket_size is not in the log, not counted (DeepSpeed's "
                      "default, 5e8 elements, is 1 GB per bucket in 16-bit, two with overlap_comm at stages 1-2)")
+
+
+# DeepSpeed ZeRO-3's gathering settings: (the fact diagnose reads, the param, DeepSpeed's default from its
+# runtime/zero/config.py)
+DEEPSPEED_ZERO3 = (
+    ("zero3_prefetch_bucket_size", "zero3_prefetch_bucket_elements", 50_000_000),
+    ("zero3_max_live_parameters", "zero3_max_live_elements", 1_000_000_000),
+    ("zero3_param_persistence_threshold", "zero3_persistence_threshold_elements", 100_000),
+    ("zero3_max_reuse_distance", "zero3_max_reuse_distance_elements", 1_000_000_000),
+)
+FSDP_BACKWARD_PREFETCH_UNITS = {"BACKWARD_PRE": 1, "BACKWARD_POST": 0, "NONE": 0}
+
+
+def _zero3_gathering(d: dict[str, Any], params: dict[str, Any], notes: list[str]) -> None:
+    """How ZeRO-3 gathers parameters: DeepSpeed's module fetch with its printed (else default) prefetch settings,
+    or FSDP's unit gather with its printed prefetch switches."""
+    if d.get("stack_deepspeed"):
+        params["zero3_gather_unit"] = "module"
+        if params["zero_stage"] < 3:
+            return
+        missing = []
+        for fact, param, default in DEEPSPEED_ZERO3:
+            if isinstance(d.get(fact), int):
+                params[param] = d[fact]
+            else:
+                missing.append(f"{fact.removeprefix('zero3_')} {default:.0e}")
+        if missing:
+            notes.append("ZeRO-3 prefetch: not in the log, assumed DeepSpeed's defaults (" + ", ".join(missing) + ")")
+        return
+    if params["zero_stage"] < 3:
+        return
+    printed = d.get("fsdp_backward_prefetch")
+    if printed in FSDP_BACKWARD_PREFETCH_UNITS:
+        params["zero3_backward_prefetch_units"] = FSDP_BACKWARD_PREFETCH_UNITS[printed]
+        if printed == "BACKWARD_POST":
+            notes.append("FSDP BACKWARD_POST: the next unit is gathered after the current one's gradients, replayed "
+                         "as no backward prefetch")
+    else:
+        notes.append("FSDP prefetch: backward_prefetch is not in the log, assumed BACKWARD_PRE (one unit ahead)")
+    if d.get("fsdp_forward_prefetch") is True:
+        params["zero3_forward_prefetch_units"] = 1
+    if d.get("fsdp_limit_all_gathers") is False:
+        notes.append("FSDP limit_all_gathers=False: more than two all-gathers may be in flight; the replay holds at "
+                     "most the prefetched units")
 
 
 def build(log: str) -> tuple[dict[str, Any], list[str]]:
@@ -105,6 +155,8 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         params["world_size"] = d.get("world_size") or 1
         if d.get("stack_deepspeed") and d["zero_stage"] >= 1:
             _zero_buckets(d, params, notes)
+        if d["zero_stage"] >= 1:
+            _zero3_gathering(d, params, notes)
     elif (isinstance(d.get("world_size"), int) and d["world_size"] > 1 and not d.get("stack_deepspeed")
           and not d.get("stack_fsdp") and not d.get("stack_megatron") and not d.get("stack_torchtitan")
           and (d.get("data_parallel_degree") or d["world_size"]) > 1):
@@ -169,6 +221,8 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         fixes.append("ddp-bucket-view")  # what the buckets cost, tried beside the diagnosis's fixes
     if params.get("zero_bucket_elements") and phase == "train":
         fixes.append("smaller-zero-buckets")
+    if params.get("zero_stage") == 3:
+        fixes.append("smaller-zero3-prefetch")  # what gathering ahead costs, tried beside the diagnosis's fixes
     workload, hf_notes = _hf_workload(d, {**params, **kept}, phase)  # why hf cannot, or what hf assumed
     if workload is None:
         workload = {"model": "transformer", "params": params}

@@ -17,8 +17,29 @@ ZERO_BUCKET_DOC = ("DeepSpeed's reduce_bucket_size in elements (contiguous_gradi
                    "with overlap_comm), ZeRO-3 one for the run; 0: none (FSDP, or not in the log)")
 ACTIVATION_OFFLOAD_DOC = ("the tensors saved for backward live in host memory and come back as backward needs them "
                           "(torchtune's enable_activation_offloading; parameters and tensors under 1 KiB stay)")
+ZERO3_UNIT_DOC = ("ZeRO-3/FSDP: what is gathered at once. layer: one transformer block's weights in one flat buffer "
+                  "(PyTorch FSDP FULL_SHARD wrapping each block; embedding and head are the root unit, gathered for "
+                  "the step); module: each module's own weights, prefetched along the recorded module order "
+                  "(DeepSpeed ZeRO-3); matmul: each weight just before its matmul, nothing ahead (a lower bound)")
+FSDP_ONLY = ("zero3_forward_prefetch_units", "zero3_backward_prefetch_units")
+DEEPSPEED_ONLY = ("zero3_prefetch_bucket_elements", "zero3_max_live_elements", "zero3_persistence_threshold_elements",
+                  "zero3_max_reuse_distance_elements")
 DDP_BUCKET_VIEW_DOC = ("DistributedDataParallel(gradient_as_bucket_view=True): each gradient is a view into its "
                        "bucket instead of a second copy beside it (needs ddp_buckets)")
+
+
+def _zero3_settings_fit(params: TransformerParams) -> None:
+    """FSDP's prefetch settings need the layer unit, DeepSpeed's the module unit; both need ZeRO stage 3. A setting
+    at its default passes anywhere (verify writes every field of the params it replays)."""
+    fields = type(params).model_fields
+    changed = [name for name in (*FSDP_ONLY, *DEEPSPEED_ONLY) if getattr(params, name) != fields[name].default]
+    for name in changed:
+        if params.zero_stage < 3:
+            raise ValueError(f"{name} sets ZeRO-3/FSDP parameter gathering: it needs zero_stage: 3")
+        unit, who = ("layer", "PyTorch FSDP's") if name in FSDP_ONLY else ("module", "DeepSpeed's")
+        if params.zero3_gather_unit != unit:
+            raise ValueError(f"{name} is {who} prefetch setting: it needs zero3_gather_unit: {unit} "
+                             f"(not {params.zero3_gather_unit})")
 
 
 def _bucket_view_needs_buckets(params: TransformerParams | HFParams) -> None:
@@ -64,6 +85,25 @@ class TransformerParams(BaseModel):
     zero_bucket_elements: int = Field(0, ge=0, description=ZERO_BUCKET_DOC)
     overlap_comm: bool = Field(False, description="DeepSpeed's overlap_comm: ZeRO-1/2 keep two gradient buckets "
                                                   "(double-buffered) instead of one")
+    zero3_gather_unit: Literal["layer", "module", "matmul"] = Field("layer", description=ZERO3_UNIT_DOC)
+    # PyTorch FSDP's defaults (torch/distributed/fsdp: forward_prefetch=False, backward_prefetch=BACKWARD_PRE)
+    zero3_forward_prefetch_units: int = Field(0, ge=0, le=8, description="layer: units all-gathered ahead in forward "
+                                              "(FSDP forward_prefetch=True: 1; off by default)")
+    zero3_backward_prefetch_units: int = Field(1, ge=0, le=8, description="layer: units all-gathered ahead in "
+                                               "backward, before the current unit's compute (FSDP's default "
+                                               "BACKWARD_PRE: 1; backward_prefetch=None: 0)")
+    # DeepSpeed's defaults (DeepSpeed runtime/zero/config.py, DeepSpeedZeroConfig)
+    zero3_prefetch_bucket_elements: int = Field(50_000_000, ge=0, description="module: DeepSpeed's "
+                                                "stage3_prefetch_bucket_size, elements fetched ahead of use (5e7)")
+    zero3_max_live_elements: int = Field(1_000_000_000, ge=0, description="module: DeepSpeed's "
+                                         "stage3_max_live_parameters, the most elements a prefetch leaves gathered "
+                                         "(1e9)")
+    zero3_persistence_threshold_elements: int = Field(100_000, ge=0, description="module: DeepSpeed's "
+                                                      "stage3_param_persistence_threshold: weights with fewer "
+                                                      "elements stay gathered for the run (1e5)")
+    zero3_max_reuse_distance_elements: int = Field(1_000_000_000, ge=0, description="module: DeepSpeed's "
+                                                   "stage3_max_reuse_distance: a weight used again within this many "
+                                                   "elements of other modules is not released (1e9)")
     world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
     ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
     ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
@@ -83,6 +123,7 @@ class TransformerParams(BaseModel):
         _bucket_view_needs_buckets(self)
         if self.zero_bucket_elements and not self.zero_stage:
             raise ValueError("zero_bucket_elements is DeepSpeed ZeRO's reduce_bucket_size: it needs zero_stage 1-3")
+        _zero3_settings_fit(self)
         return self
 
     @property

@@ -2,8 +2,9 @@
 
 Follows the entry-point protocol: `transformer(params, device)` returns a callable that runs one step.
 Sharding is modelled on one rank: ZeRO-1 divides optimizer states, ZeRO-2 also gradients (reduce-scattered
-as each one is accumulated), ZeRO-3/FSDP also parameters (gathered per matmul in forward and again in
-backward). Offload keeps optimizer states (and with `all` the parameter shards) on the CPU.
+as each one is accumulated), ZeRO-3/FSDP also parameters (gathered in forward and again in backward, by
+FSDP unit, DeepSpeed module or matmul: verify/zero3.py). Offload keeps optimizer states (and with `all`
+the parameter shards) on the CPU.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from oomdoctor.verify.params import TransformerParams
+from oomdoctor.verify.zero3 import ROOT, Boundary, Gathering, Slot, gathering
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -129,25 +131,37 @@ def _compute_dtype(device: torch.device, fallback: torch.dtype) -> torch.dtype:
     return fallback
 
 
+def _fetch(gather: Gathering, slot: Slot | None, shape: tuple[int, ...], dtype: torch.dtype | None) -> torch.Tensor:
+    """The full weight for one op: from its unit's gathered buffer, or all-gathered for this op alone (matmul)."""
+    if slot is None:
+        assert dtype is not None
+        return torch.empty(shape, dtype=dtype, device=gather.device)  # all-gather output
+    gather.module_enter(slot, dtype)
+    return gather.weight(slot)
+
+
 class _Gathered(torch.autograd.Function):
-    """y = x @ gather(shard).T: the full weight exists only inside forward and inside backward (FSDP)."""
+    """y = x @ gather(shard).T: the full weight exists only while its unit is gathered (ZeRO-3/FSDP)."""
 
     @staticmethod
-    def forward(ctx, x, shard, shape, device):
-        dt = _compute_dtype(device, shard.dtype)
-        with torch.autocast(device.type, enabled=False):
-            w = torch.empty(shape, dtype=dt, device=device)  # all-gather output
+    def forward(ctx, x, shard, shape, gather, slot):
+        dt = _compute_dtype(gather.device, shard.dtype)
+        with torch.autocast(gather.device.type, enabled=False):
+            w = _fetch(gather, slot, shape, dt)
             xc = x.to(dt)
             out = F.linear(xc, w)
+            del w
+        if slot is not None:
+            gather.module_exit(slot)
         ctx.save_for_backward(xc, shard)
-        ctx.meta = (shape, device, dt)
+        ctx.meta = (shape, gather, slot, dt)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         xc, shard = ctx.saved_tensors
-        shape, device, dt = ctx.meta
-        w = torch.empty(shape, dtype=dt, device=device)  # re-gather for backward
+        shape, gather, slot, dt = ctx.meta
+        w = _fetch(gather, slot, shape, dt if slot is None else None)  # re-gather for backward
         grad = grad.to(dt)
         gx = grad @ w
         del w
@@ -156,24 +170,42 @@ class _Gathered(torch.autograd.Function):
             gw = grad.reshape(-1, shape[0]).t() @ xc.reshape(-1, shape[1])
             # the reduce-scatter output has its own storage: a view would keep the full gradient alive
             gshard = gw.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype, copy=True)
-        return gx, gshard, None, None
+            if slot is not None:
+                gather.keep_grad(slot, gw)
+            del gw
+        if slot is not None:
+            gather.module_exit(slot)
+        return gx, gshard, None, None, None
 
 
 class _GatheredEmbedding(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, idx, shard, shape, device):
-        w = torch.empty(shape, dtype=shard.dtype, device=device)
+    def forward(ctx, idx, shard, shape, gather, slot):
+        # per matmul the weight's own dtype; a unit is gathered in the compute dtype (FSDP's param_dtype)
+        w = _fetch(gather, slot, shape, shard.dtype if slot is None else _compute_dtype(gather.device, shard.dtype))
+        out = F.embedding(idx, w)
+        del w
+        if slot is not None:
+            gather.module_exit(slot)
         ctx.save_for_backward(idx, shard)
-        ctx.meta = (shape, device)
-        return F.embedding(idx, w)
+        ctx.meta = (shape, gather, slot)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
         idx, shard = ctx.saved_tensors
-        shape, device = ctx.meta
-        full = torch.zeros(shape, dtype=grad.dtype, device=device)
+        shape, gather, slot = ctx.meta
+        if slot is not None:
+            gather.module_enter(slot, None)
+        full = torch.zeros(shape, dtype=grad.dtype, device=gather.device)
         full.index_add_(0, idx.reshape(-1), grad.reshape(-1, shape[1]))
-        return None, full.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype, copy=True), None, None
+        gshard = full.reshape(-1)[: shard.numel()].to(shard.device, shard.dtype, copy=True)
+        if slot is not None:
+            gather.keep_grad(slot, full)
+            gather.module_exit(slot)
+        del full
+        gather.backward_exit(ROOT)  # the embedding's is the root unit's last gradient
+        return None, gshard, None, None, None
 
 
 def _host_memory(device: torch.device, offloaded: bool):
@@ -194,6 +226,11 @@ class Ctx:
         self.dtype = DTYPES[p.dtype]
         self.sharded = p.zero_stage >= 3
         self.offload_params = p.offload == "all"
+        self.gather = gathering(p, device, self.dtype)
+
+    def place(self, shape: tuple[int, ...], group: str) -> Slot | None:
+        """Where a sharded weight of block/root `group` is gathered (None: per matmul, or not sharded)."""
+        return self.gather.place(shape, group) if self.sharded else None
 
     def weight(self, shape: tuple[int, ...], trainable: bool) -> nn.Parameter:
         if self.sharded:
@@ -207,11 +244,12 @@ class Ctx:
 
 
 class Linear(nn.Module):
-    def __init__(self, ctx: Ctx, fan_in: int, fan_out: int, lora: bool = False) -> None:
+    def __init__(self, ctx: Ctx, fan_in: int, fan_out: int, group: str, lora: bool = False) -> None:
         super().__init__()
         self.ctx, self.shape = ctx, (fan_out, fan_in)
         r = ctx.p.lora_rank
         self.weight = ctx.weight(self.shape, trainable=r == 0)
+        self.slot = ctx.place(self.shape, group)
         self.lora = lora and r > 0
         if self.lora:
             self.lora_a = nn.Parameter(torch.randn(r, fan_in, dtype=ctx.dtype, device=ctx.device) * 0.01)
@@ -219,7 +257,7 @@ class Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.ctx.sharded:
-            y = _Gathered.apply(x, self.weight, self.shape, self.ctx.device)
+            y = _Gathered.apply(x, self.weight, self.shape, self.ctx.gather, self.slot)
         else:
             y = F.linear(x, self.weight)
         if self.lora:
@@ -249,20 +287,20 @@ def _norm(ctx: Ctx, width: int) -> nn.Module:
 
 
 class Block(nn.Module):
-    def __init__(self, ctx: Ctx) -> None:
+    def __init__(self, ctx: Ctx, group: str) -> None:
         super().__init__()
         p = ctx.p
         w, f = p.width, p.ffn_size
-        self.p = p
+        self.p, self.group = p, group
         self.ln1 = _norm(ctx, w)
         self.ln2 = _norm(ctx, w)
-        self.q = Linear(ctx, w, w, lora=True)
-        self.k = Linear(ctx, w, w)
-        self.v = Linear(ctx, w, w, lora=True)
-        self.o = Linear(ctx, w, w)
-        self.up = Linear(ctx, w, f)
-        self.down = Linear(ctx, f, w)
-        self.gate = Linear(ctx, w, f) if p.mlp == "swiglu" else None
+        self.q = Linear(ctx, w, w, group, lora=True)
+        self.k = Linear(ctx, w, w, group)
+        self.v = Linear(ctx, w, w, group, lora=True)
+        self.o = Linear(ctx, w, w, group)
+        self.up = Linear(ctx, w, f, group)
+        self.down = Linear(ctx, f, w, group)
+        self.gate = Linear(ctx, w, f, group) if p.mlp == "swiglu" else None
         if p.lora_rank:
             for ln in (self.ln1, self.ln2):
                 ln.requires_grad_(False)
@@ -296,41 +334,62 @@ class Transformer(nn.Module):
         p = ctx.p
         self.ctx, self.p = ctx, p
         full_ft = p.lora_rank == 0
-        self.embed = ctx.weight((p.vocab, p.width), trainable=full_ft)
-        self.blocks = nn.ModuleList(Block(ctx) for _ in range(p.layers))
+        shape = (p.vocab, p.width)
+        self.embed = ctx.weight(shape, trainable=full_ft)
+        self.embed_slot = ctx.place(shape, ROOT)
+        self.blocks = nn.ModuleList(Block(ctx, f"block{i}") for i in range(p.layers))
         self.ln_f = _norm(ctx, p.width)
         self.ln_f.requires_grad_(full_ft)
-        self.head = None if p.tie_embeddings else ctx.weight((p.vocab, p.width), trainable=full_ft)
+        self.head = None if p.tie_embeddings else ctx.weight(shape, trainable=full_ft)
+        self.head_slot = self.embed_slot if p.tie_embeddings else ctx.place(shape, ROOT)
 
     def _embed(self, idx: torch.Tensor) -> torch.Tensor:
         shape = (self.p.vocab, self.p.width)
         if self.ctx.sharded:
-            return _GatheredEmbedding.apply(idx, self.embed, shape, self.ctx.device)
+            return _GatheredEmbedding.apply(idx, self.embed, shape, self.ctx.gather, self.embed_slot)
         return F.embedding(idx, self.embed)
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         w = self.embed if self.head is None else self.head
         if self.ctx.sharded:
-            return _Gathered.apply(h, w, (self.p.vocab, self.p.width), self.ctx.device)
+            return _Gathered.apply(h, w, (self.p.vocab, self.p.width), self.ctx.gather, self.head_slot)
         return F.linear(h, w)
 
     def hidden(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        if self.ctx.sharded:  # FSDP's root unit: gathered as forward starts, kept until backward ends
+            self.ctx.gather.forward_enter(ROOT, _compute_dtype(self.ctx.device, self.ctx.dtype))
         x = self._embed(idx)
         ckpt = self.p.gradient_checkpointing and torch.is_grad_enabled() and caches is None
         for i, block in enumerate(self.blocks):
-            if ckpt and i % self.p.checkpoint_every == 0:
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x, None if caches is None else caches[i])
+            x = self._unit(block, x, ckpt and i % self.p.checkpoint_every == 0, None if caches is None else caches[i])
         return self.ln_f(x)
+
+    def _unit(self, block: nn.Module, x: torch.Tensor, ckpt: bool, cache: list | None) -> torch.Tensor:
+        """Run one block, as an FSDP unit when sharded: gathered around its forward, its backward bracketed."""
+        def run(h: torch.Tensor) -> torch.Tensor:
+            return checkpoint(block, h, use_reentrant=False) if ckpt else block(h, cache)
+
+        if not self.ctx.sharded:
+            return run(x)
+        gather, group = self.ctx.gather, str(block.group)
+        x = Boundary.apply(x, gather, group, "post")
+        gather.forward_enter(group, _compute_dtype(self.ctx.device, self.ctx.dtype))
+        y = run(x)
+        gather.forward_exit(group)
+        return Boundary.apply(y, gather, group, "pre")
 
     def loss(self, idx: torch.Tensor) -> torch.Tensor:
         h = self.hidden(idx)
         targets = idx
         if self.p.fused_cross_entropy:
-            return self._chunked_loss(h, targets)
-        logits = self._logits(h).float()  # HF-style upcast: B·T·V fp32
-        return F.cross_entropy(logits.view(-1, self.p.vocab), targets.reshape(-1))
+            loss = self._chunked_loss(h, targets)
+        else:
+            logits = self._logits(h).float()  # HF-style upcast: B·T·V fp32
+            loss = F.cross_entropy(logits.view(-1, self.p.vocab), targets.reshape(-1))
+            del logits
+        if self.ctx.sharded:  # the root unit's pre-backward: the first thing backward runs
+            loss = Boundary.apply(loss, self.ctx.gather, ROOT, "pre")
+        return loss
 
     def _chunked_loss(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Chunked cross-entropy: at most ce_chunk_tokens rows of logits exist at once, in forward and backward."""
@@ -499,6 +558,7 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
                     loss = model.loss(tokens(p.batch, p.seq_len)) / p.grad_accum
                 buckets = opt.backward_buckets()
                 loss.backward()
+                model.ctx.gather.end_pass()
                 del loss, buckets
             opt.step()
             opt.zero_grad()
@@ -512,6 +572,7 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
             model.eval()
             with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
                 loss = model.loss(tokens(eval_batch, p.seq_len))
+            model.ctx.gather.end_pass()
             del loss
         return eval_step
 
@@ -526,10 +587,12 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
                 sequences = eval_batch * p.num_generations
                 h = model.hidden(tokens(sequences, p.seq_len), caches)
                 logits = model._logits(h[:, -1:]).float()
+                model.ctx.gather.end_pass()
                 for chunk in decode_chunks(p.max_new_tokens):  # the cache grows as in token-by-token decoding
                     nxt = logits.argmax(-1).expand(sequences, chunk)
                     h = model.hidden(nxt, caches)
                     logits = model._logits(h[:, -1:]).float()
+                    model.ctx.gather.end_pass()
                 del caches, h, logits
         return generate_step
     raise ValueError(f"unknown phase {phase!r}")
