@@ -76,6 +76,19 @@ def test_eval_without_no_grad_keeps_activations():
     assert with_grad["unlimited_peak_allocated_bytes"] > no_grad["unlimited_peak_allocated_bytes"]
 
 
+def test_evaluation_and_an_rl_rollout_keep_the_optimizer_states_of_the_training_around_them():
+    n = 2 * TINY["vocab"] * TINY["width"]  # embedding and head dominate; the blocks add the rest
+    moments = {}
+    for phase, extra in (("eval", {}), ("generate", {"generate_in_training": True, "max_new_tokens": 8})):
+        adam = replay(phase=phase, **extra)["peak_allocated_bytes"]
+        sgd = replay(phase=phase, optimizer="sgd", **extra)["peak_allocated_bytes"]
+        moments[phase] = adam - sgd  # AdamW's two fp32 moments per parameter, SGD's none
+        assert moments[phase] >= 2 * 4 * n, phase
+    assert moments["eval"] == moments["generate"]
+    no_rollout = replay(phase="generate", max_new_tokens=8)["peak_allocated_bytes"]  # plain inference: none
+    assert no_rollout == replay(phase="generate", optimizer="sgd", max_new_tokens=8)["peak_allocated_bytes"]
+
+
 def test_generate_phase_runs():
     out = replay(phase="generate", max_new_tokens=4)
     assert not out["oom"] and out["events"] > 0

@@ -529,6 +529,14 @@ class Optimizer:
         self.gshards.clear()
 
 
+def _mid_training_states(model: Transformer, p: TransformerParams, device: torch.device) -> Optimizer:
+    """The optimizer with its states allocated, as they stand between two training steps; the caller keeps it for as
+    long as its step (a dropped optimizer would free them before the step runs)."""
+    opt = Optimizer(model, p, device)
+    opt.init_state()
+    return opt
+
+
 def transformer(params: dict[str, Any] | TransformerParams, device: torch.device,
                 phase: str = "train") -> Callable[[], None]:
     """Build the model on `device` and return a callable that runs one step of `phase`."""
@@ -566,7 +574,7 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
 
     eval_batch = p.eval_batch or p.batch
     if phase == "eval":
-        Optimizer(model, p, device).init_state()  # eval happens mid-training: optimizer states exist
+        states = _mid_training_states(model, p, device)  # eval happens mid-training: optimizer states exist
 
         def eval_step() -> None:
             model.eval()
@@ -574,11 +582,11 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
                 loss = model.loss(tokens(eval_batch, p.seq_len))
             model.ctx.gather.end_pass()
             del loss
-        return eval_step
+        return keeping(eval_step, [states])
 
     if phase == "generate":
-        if p.generate_in_training:
-            Optimizer(model, p, device).init_state()  # an RL rollout happens between optimizer steps
+        # an RL rollout happens between optimizer steps: their states exist
+        states = [_mid_training_states(model, p, device)] if p.generate_in_training else []
 
         def generate_step() -> None:
             model.eval()
@@ -594,5 +602,5 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
                     logits = model._logits(h[:, -1:]).float()
                     model.ctx.gather.end_pass()
                 del caches, h, logits
-        return generate_step
+        return keeping(generate_step, states)
     raise ValueError(f"unknown phase {phase!r}")
