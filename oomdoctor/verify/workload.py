@@ -586,7 +586,7 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
 
     if phase == "generate":
         # an RL rollout happens between optimizer steps: their states exist
-        states = [_mid_training_states(model, p, device)] if p.generate_in_training else []
+        between_steps = [_mid_training_states(model, p, device)] if p.generate_in_training else []
 
         def generate_step() -> None:
             model.eval()
@@ -602,5 +602,5 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
                     logits = model._logits(h[:, -1:]).float()
                     model.ctx.gather.end_pass()
                 del caches, h, logits
-        return keeping(generate_step, states)
+        return keeping(generate_step, between_steps)
     raise ValueError(f"unknown phase {phase!r}")
