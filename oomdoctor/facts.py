@@ -28,7 +28,7 @@ FULL_CARD_RESIDUE_BYTES = 64 * MIB
 EVAL_BANNER_WINDOW_LINES = 400
 
 STACKS = (
-    "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl",
+    "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
     "torchtitan", "megatron", "vllm", "serving_engine", "tpu", "jax", "tensorflow",
 )
 
@@ -469,8 +469,8 @@ def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> Activ
     return est
 
 
-TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "torchtitan",
-                   "megatron")
+TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
+                   "torchtitan", "megatron")
 
 
 def _inference_only(out: dict[str, Any]) -> None:

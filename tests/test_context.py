@@ -24,6 +24,13 @@ def test_used_fields_of_a_training_arguments_dump_name_their_stack():
     assert "deepspeed" in stacks("[2024-08-21 02:13:48,210] [INFO] [real_accelerator.py:203:get_accelerator] DeepSpeed")
 
 
+def test_an_rl_trainers_rollout_names_the_rl_trainer_stack():
+    frame = '  File "/usr/local/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", line 1501, in _generate'
+    assert "rl_trainer" in stacks(frame) and "trl" in stacks(frame)
+    assert "rl_trainer" in stacks('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 980, in fit')
+    assert "rl_trainer" not in stacks("SFTTrainer: 1200 examples", "the Verlag catalogue reloaded")
+
+
 def events(text: str):
     from oomdoctor.parse import parse_text
     return parse_text(text).events

@@ -967,6 +967,10 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "llama_factory": lazy(r"llamafactory|LLaMA-Factory|llmtuner", regex.I),
     "lightning": lazy(r"pytorch_lightning|lightning[/.](?:pytorch|fabric)|Validation DataLoader|LightningModule"),
     "trl": lazy(r"\btrl[/.]|GRPOTrainer|SFTTrainer|DPOTrainer|PPOTrainer|GRPOConfig"),
+    # An RL trainer that generates rollouts between optimizer steps (TRL's GRPO/PPO/RLOO/online DPO, verl, OpenRLHF):
+    # a generation there is a rollout, sized by the generations per prompt, not an evaluation's sampling
+    "rl_trainer": lazy(r"GRPOTrainer|GRPOConfig|PPOTrainer|RLOOTrainer|OnlineDPOTrainer|grpo_trainer|ppo_trainer"
+                       r"|rloo_trainer|online_dpo_trainer|_generate_and_score_completions|\bverl[/.]|openrlhf", regex.I),
     "torchtitan": lazy(r"torchtitan"),
     "megatron": lazy(r"megatron", regex.I),
     "vllm": lazy(r"\bvllm\b", regex.I),
