@@ -380,6 +380,21 @@ def test_tensorflows_notebook_header_gives_way_to_its_message():
     assert [(e.kind, e.line) for e in parse_text(header + frames + message).events] == [("tf_oom", 4)]
 
 
+def test_a_trigger_word_in_the_frames_above_is_not_part_of_the_message():
+    frames = ('  File "/workspace/run/train.py", line 60, in <lambda>\n'
+              '    model.transformer.h[1].attn.register_forward_hook(lambda *a: oom())\n'
+              '                                                                 ^^^^^\n'
+              '  File "/workspace/run/train.py", line 12, in oom\n    raise torch.OutOfMemoryError(MSG)\n')
+    message = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "
+               "79.15 GiB of which 0.40 GiB is free. Including non-PyTorch memory, this process has 78.70 GiB memory in "
+               "use. Of the allocated memory 77.10 GiB is allocated by PyTorch, and 0.90 GiB is reserved by PyTorch but "
+               "unallocated. If reserved but unallocated memory is large try setting "
+               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n")
+    (e,) = parse_text(frames + message).events
+    assert (e.line, e.requested_bytes) == (6, 1536 * MIB)
+    assert e.message.startswith("torch.OutOfMemoryError: CUDA out of memory.")  # not "oom()) ^^^^^ File ..."
+
+
 def test_a_notebooks_memoryerror_header_gives_way_to_the_host_message_after_it():
     header = "MemoryError                               Traceback (most recent call last)\n"
     frames = "Cell In[4], line 3\n----> 3 x = np.zeros((1000000, 1000000))\n\n"

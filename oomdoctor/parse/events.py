@@ -75,7 +75,8 @@ class _Hit:
     c: Classified
     idx: int  # index of the first line in the source's Line list
     end: int  # index of the last line consumed
-    text: str  # the message text (wrapped lines rejoined)
+    text: str  # the message text (wrapped lines rejoined), from the trigger line on
+    first: int = 0  # where the message's own first line starts in `text` (a trigger line before it is not message)
 
     @property
     def kind(self) -> str:
@@ -280,10 +281,11 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
             continue
         if c.fmt.single_line:
             text, end, offsets = lines[i].text, i, [0]
-        start = i
+        start, first = i, 0
         if c.match is not None:  # the message may begin on a later line than the trigger
-            start = i + max(k for k, off in enumerate(offsets) if off <= c.match.start())
-        yield _Hit(c, start, end, text)
+            k = max(k for k, off in enumerate(offsets) if off <= c.match.start())
+            start, first = i + k, offsets[k]
+        yield _Hit(c, start, end, text, first)
         rest = text[c.match.end():] if c.match is not None and c.fmt.name.startswith("CACHING") else ""
         while "out of memory. Tried to allocate" in rest:  # interleaved writers: two messages on one line
             c2 = classify(rest)
@@ -485,7 +487,8 @@ class _EventReader:
         return OOMEvent(
             kind=cast(EventKind, hit.kind), source=source, line=first.number, end_line=lines[hit.end].number,
             rank=rank, step=step.value if step else None, phase=cast(Phase, phase),
-            operation=cast(Operation, op.value) if op else None, message=regex.sub(r"\s+", " ", hit.text).strip()[:4000],
+            operation=cast(Operation, op.value) if op else None,
+            message=regex.sub(r"\s+", " ", hit.text[hit.first:]).strip()[:4000],
             era=message_era(hit.c, hit.text), fatal=fatal, implausible=_implausible(f),
             root_cause=self.root_rank is not None and rank == self.root_rank.value, run=run, detail=detail,
             evidence=evidence, **{k: v for k, v in f.items() if v is not None or k == "gpu_index"},
