@@ -410,8 +410,13 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
+# Trainers whose own evaluation loop already runs without autograd: HF Trainer's prediction_step (and the trainers
+# built on it) under torch.no_grad(), Lightning's validation/test/predict loops under inference_mode by default.
+NO_GRAD_EVAL_STACKS = frozenset({"hf_trainer", "trl", "axolotl", "llama_factory", "lightning"})
+
 # Fixes the log shows are already in place: suggesting them again would waste the user's next run.
 ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
+    "eval-no-grad": lambda d: bool(_stacks(d) & NO_GRAD_EVAL_STACKS) and _v(d, "phase") == "eval",
     "gradient-checkpointing": lambda d: _v(d, "gradient_checkpointing") is True,
     "bf16-autocast": lambda d: _v(d, "mixed_precision") is True,
     "expandable-segments": lambda d: _v(d, "expandable_segments") is True,

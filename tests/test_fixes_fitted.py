@@ -35,6 +35,14 @@ def test_hf_eval_moves_logits_out_first():
     assert fitted(ids, run(stack_lightning=True))[0] == "smaller-eval-batch"
 
 
+def test_a_trainers_own_evaluation_already_runs_without_grad():
+    ids = ["smaller-eval-batch", "eval-accumulation-steps", "eval-no-grad"]
+    for stack in ("stack_hf_trainer", "stack_lightning", "stack_trl"):
+        assert "eval-no-grad" not in fitted(ids, run(phase="eval", **{stack: True})), stack
+    assert "eval-no-grad" in fitted(ids, run(phase="eval"))  # a hand-written loop may forget it
+    assert "eval-no-grad" in fitted(ids, run(phase="generate", stack_hf_trainer=True))  # a custom generation loop
+
+
 def test_deepspeed_run_gets_only_zero_keys_and_zero2_no_parameter_offload():
     d = run(stack_deepspeed=True, stack_hf_trainer=True, zero_stage=2)
     raise_zero = build_fix("raise-zero-stage", d).changes
@@ -86,4 +94,5 @@ def test_a_tensorflow_failure_gets_keras_settings_and_no_pytorch_only_fixes():
     # a PyTorch failure in a log that also shows TensorFlow's start-up lines keeps PyTorch's fixes and keys
     torch_run = run(kind="cuda_oom", stack_tensorflow=True, stack_hf_trainer=True, per_device_train_batch_size=32)
     assert fitted(ids, torch_run)[0] == "eval-accumulation-steps" and set(fitted(ids, torch_run)) == set(ids)
+    # (phase unknown: HF Trainer's own evaluation, which already runs without grad, is not known to be the failure)
     assert "training_args" in build_fix("halve-batch", torch_run).changes
