@@ -33,6 +33,8 @@ SECTION_STACK = {
     "vllm_args": ("vllm",),
     "serving_engine": ("serving_engine",),
     "keras": ("tensorflow",),
+    "diffusers": ("diffusion",),
+    "comfyui": ("diffusion",),
 }
 # Fixes that exist in PyTorch only (its allocator, autograd modes, HF's evaluation loop, its kernels and wrappers):
 # none of them is advice for a TensorFlow or JAX failure.
@@ -72,6 +74,8 @@ def _select(changes: Changes, d: Derived) -> Changes:
     out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}
     if keep & changes.keys() and "code" in out and len(out) > 1:
         out.pop("code")  # the config key says it; the snippet is for stacks without one
+    if keep & {"diffusers", "comfyui"} and "loading" in out:
+        out.pop("loading")  # a language model's loading line is no use to a diffusion pipeline
     return out or changes
 
 
@@ -152,6 +156,11 @@ def _eval_no_grad(d: Derived) -> tuple[Changes, str | None]:
     }, "evaluation keeps no autograd graph: only the current batch's activations stay alive"
 
 
+def _diffusion_sampling(d: Derived) -> bool:
+    """A diffusion model sampling images or frames (not its training loop)."""
+    return "diffusion" in _stacks(d) and _v(d, "phase") == "generate"
+
+
 def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
     ebs = _v(d, "per_device_eval_batch_size")
     new = max(1, ebs // 2) if isinstance(ebs, int) else 1
@@ -162,9 +171,12 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
         "lightning_trainer": {"val DataLoader(batch_size=)": new},
         "keras": {"model.fit(validation_batch_size=)": new, "model.evaluate(batch_size=)": new,
                   "model.predict(batch_size=)": new},
+        "diffusers": {"pipe(num_images_per_prompt=)": 1, "pipe(height=, width=)": "<lower>"},
+        "comfyui": "batch_size 1 on the latent node (Empty Latent Image), or a lower width/height or frame count",
         "code": "evaluate and predict in batches: DataLoader(eval_set, batch_size=<smaller>); Keras "
                 "model.evaluate(x, batch_size=32) / model.predict(x, batch_size=32); a batched eval input_fn",
-    }, (f"evaluation batch {ebs} → {new}: eval activations and logits shrink by {ebs / new:.0f}×"
+    }, ("fewer images or frames at once, or fewer pixels: sampling activations shrink with them"
+        if _diffusion_sampling(d) else f"evaluation batch {ebs} → {new}: eval activations and logits shrink by {ebs / new:.0f}×"
         if isinstance(ebs, int) and ebs > new else "evaluation activations and logits shrink with the batch")
 
 
@@ -262,7 +274,11 @@ def _offload(d: Derived) -> tuple[Changes, str | None]:
         "accelerate_config": {"fsdp_config.fsdp_offload_params": True},
         "training_args": {"fsdp": "full_shard offload auto_wrap"},
         "axolotl_yaml": {"deepspeed": "deepspeed_configs/zero3_bf16_cpuoffload_all.json"},
-    }), "optimizer states (and at ZeRO-3 parameters) live in host RAM; steps get slower"
+        # inference: the pipeline's parts (text encoders, denoiser, VAE) go to the GPU only while each one runs
+        "diffusers": "pipe.enable_model_cpu_offload()  # enable_sequential_cpu_offload(): least memory, slowest",
+        "comfyui": "launch with --lowvram (or --novram); not --highvram/--gpu-only",
+    }), ("the model's parts wait in host RAM and come to the GPU only while they run; sampling gets slower"
+         if _diffusion_sampling(d) else "optimizer states (and at ZeRO-3 parameters) live in host RAM; steps get slower")
 
 
 def _more_gpus(d: Derived) -> tuple[Changes, str | None]:
@@ -333,6 +349,9 @@ def _quantize(d: Derived) -> tuple[Changes, str | None]:
                    "    load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16))  # or the model's int4/GPTQ/AWQ release",
         "axolotl_yaml": {"load_in_4bit": True, "adapter": "qlora"},
         "llama_factory_yaml": {"quantization_bit": 4},
+        "diffusers": "pipe = DiffusionPipeline.from_pretrained(name, torch_dtype=torch.bfloat16)  # 16-bit weights; "
+                     "a quantization_config (bitsandbytes, torchao) for the transformer or UNet goes further",
+        "comfyui": "an fp8 or GGUF build of the model, or weight_dtype fp8_e4m3fn in its loader node",
     }, "weights take a quarter of their 16-bit size in 4-bit, half in 8-bit"
 
 
@@ -431,6 +450,8 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
                            "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view",
                            "smaller-zero-buckets", "activation-offload", "smaller-zero3-prefetch"})
+# Training fixes that also have an inference form on these stacks (a diffusion pipeline offloads its model parts).
+INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion"}}
 # Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
 PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
 
@@ -447,7 +468,7 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
             continue
         if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:
             continue
-        if f in TRAINING_ONLY and _v(d, "inference_only") is True:
+        if f in TRAINING_ONLY and _v(d, "inference_only") is True and not (f in INFERENCE_TOO and _stacks(d) & INFERENCE_TOO[f]):
             continue
         if f in PYTORCH_ONLY and _not_pytorch(d):
             continue

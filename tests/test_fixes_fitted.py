@@ -96,3 +96,14 @@ def test_a_tensorflow_failure_gets_keras_settings_and_no_pytorch_only_fixes():
     assert fitted(ids, torch_run)[0] == "eval-accumulation-steps" and set(fitted(ids, torch_run)) == set(ids)
     # (phase unknown: HF Trainer's own evaluation, which already runs without grad, is not known to be the failure)
     assert "training_args" in build_fix("halve-batch", torch_run).changes
+
+
+def test_a_diffusion_pipeline_gets_its_own_offload_batch_and_weights_settings():
+    sampling = run(stack_diffusion=True, phase="generate", inference_only=True)
+    assert fitted(["cpu-offload", "smaller-eval-batch", "halve-batch"], sampling) == ["cpu-offload", "smaller-eval-batch"]
+    offload = build_fix("cpu-offload", sampling)
+    assert set(offload.changes) == {"diffusers", "comfyui"} and "enable_model_cpu_offload" in offload.changes["diffusers"]
+    assert "host RAM" in (offload.effect or "") and "optimizer" not in (offload.effect or "")
+    assert set(build_fix("quantize-weights", sampling).changes) == {"diffusers", "comfyui"}  # no LLM loading line
+    # other inference (a language model served alone) still gets no optimizer offload
+    assert fitted(["cpu-offload"], run(phase="generate", inference_only=True)) == []

@@ -977,6 +977,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
     # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer.
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
                            r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
+    # Image and video diffusion: diffusers pipelines, ComfyUI (its comfy package, nodes and panels), the web UIs
+    "diffusion": lazy(r"\bdiffusers[/.]|DiffusionPipeline|StableDiffusion\w{0,24}Pipeline|\bcomfy[/.\\]|ComfyUI"
+                      r"|\bKSampler\b|stable-diffusion-webui|\bsd_samplers\b|\bFooocus\b|\binvokeai\b"),
     # A TPU: its HBM belongs to one process, so no other process or preallocation competes for it.
     # (not Lightning's "TPU available: False, using: 0 TPU cores" on every GPU run)
     "tpu": lazy(r"(?<!\b0 )\bTPU(?:s|v\d\w{0,3}| v\d)?\b(?!\s{0,2}available:\s{0,2}False)|\blibtpu\b|memory space hbm"
