@@ -147,3 +147,40 @@ def test_a_failure_without_the_word_memory_deep_in_a_long_log_is_found(tmp_path,
             f.write(f"step {i} loss 1.0\n")
     (event,) = parse_files([str(p)]).events
     assert event.line == 50_001
+
+
+def test_the_threaded_scan_gives_the_serial_scans_regions_and_true_line_numbers(tmp_path, monkeypatch):
+    # small chunks, every one searched on the helper threads: OOMs, host failures and (soon dense) memory lines in many
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setattr(reader, "BACK_BYTES", 2048)
+    monkeypatch.setattr(reader, "FORWARD_BYTES", 1024)
+    monkeypatch.setattr(reader, "SAMPLE_DENSE_BYTES", 8 * 1024)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "_POOL", None)
+    lines = []
+    for i in range(40_000):
+        if i % 997 == 0:
+            lines.append(f"[rank{i % 8}]: {OOM} #{i}")
+        elif i % 613 == 0:
+            lines.append(f"RuntimeError: [enforce fail at alloc_cpu.cpp:83] DefaultCPUAllocator: can't allocate memory #{i}")
+        elif i % 7 == 0:
+            lines.append(f"step {i} torch.cuda.memory_allocated()=41.{i % 100:02d}GB")
+        else:
+            lines.append(f"{{'loss': 0.{i % 97:02d}, 'epoch': {i / 1000:.2f}}}")
+    content = "\n".join(lines) + "\n"
+    p = tmp_path / "t.log"
+    p.write_text(content)
+
+    def regions(threads):
+        monkeypatch.setattr(reader, "THREADS", threads)
+        return [(r.first_line, r.text) for r in reader.scan(str(p))]
+
+    threaded = regions(4)
+    assert reader.ahocorasick_rs is None or reader._POOL is not None  # the helper threads were used
+    assert threaded == regions(1)
+    assert len(threaded) > 40
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    for first, text in threaded:  # a region starts on its first_line (mid-line after a cut forward window)
+        assert starts[first - 1] <= content.find(text, starts[first - 1]) < starts[first]
