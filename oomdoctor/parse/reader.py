@@ -122,20 +122,20 @@ class _MarkFinder:
         self._passes = ([_Finder(together)] if together else []) + [_Finder((m,)) for m in marks]
 
     def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
-        todo = iter(self._passes)  # shared: each thread takes the next pass until none is left
         pool = _pool() if end - start >= PARALLEL_MIN_BYTES else None
-        n = min(THREADS, len(self._passes)) - 1
-        helpers = [pool.submit(_run_passes, todo, data, start, end) for _ in range(n)] if pool else []
-        out = _run_passes(todo, data, start, end)  # this thread takes passes too
+        n = min(THREADS, len(self._passes)) if pool else 1
+        # thread k runs passes k, k+n, ...: a fixed share each, nothing shared between threads but the bytes
+        helpers = [pool.submit(_run_passes, self._passes[k::n], data, start, end) for k in range(1, n)] if pool else []
+        out = _run_passes(self._passes[0::n], data, start, end)  # this thread takes its share too
         for helper in helpers:
             out += helper.result()
         return sorted(out)
 
 
-def _run_passes(todo: Iterator[_Finder], data: memoryview | bytes, start: int, end: int) -> list[int]:
-    """The hits of the passes taken from `todo` (next() on it is atomic under the GIL), unsorted."""
+def _run_passes(passes: list[_Finder], data: memoryview | bytes, start: int, end: int) -> list[int]:
+    """The hits of `passes` over data[start:end], unsorted."""
     out: list[int] = []
-    for finder in todo:
+    for finder in passes:
         out += finder.positions(data, start, end)
     return out
 
