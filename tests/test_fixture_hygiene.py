@@ -43,3 +43,20 @@ def test_every_reconstructed_fixture_names_its_source():
         meta = yaml.safe_load(log.with_suffix(".yaml").read_text())
         if log.parent.name == "reconstructed":
             assert "#" in meta.get("source", ""), log.name
+
+
+def test_every_fixture_a_rule_names_ships_in_the_wheel():
+    """`oomdoctor rules test` runs from a wheel install: each fixture a rule's tests name must match the package data
+    of oomdoctor.fixtures in pyproject.toml (a rule naming fixtures/generated/ once failed CI's wheel run)."""
+    from fnmatch import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["oomdoctor.fixtures"]
+    named = {p for rule in (root / "rules").rglob("*.yaml")
+             for key in ("fires", "silent", "todo")
+             for p in ((yaml.safe_load(rule.read_text()).get("tests") or {}).get(key) or [])
+             if p.startswith("fixtures/")}
+    assert named
+    unshipped = sorted(p for p in named if not any(fnmatch(p.removeprefix("fixtures/"), g) for g in globs))
+    assert not unshipped, f"add these to the package data of oomdoctor.fixtures: {unshipped}"
