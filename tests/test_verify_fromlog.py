@@ -12,6 +12,12 @@ from oomdoctor.verify.fromlog import build
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The failure both DeepSpeed ZeRO logs below end with (PyTorch 2.2+ wording)
+ZERO_RUN_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 954.00 MiB. GPU 0 has a total capacity "
+                "of 79.15 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.64 GiB "
+                "memory in use. Of the allocated memory 75.10 GiB is allocated by PyTorch, and 2.92 GiB is reserved by "
+                "PyTorch but unallocated.\n")
+
 
 def test_config_carries_the_runs_facts_and_names_its_assumptions():
     config, notes = build(str(ROOT / "fixtures/synthetic/syn-lora-eval-spike-8xa100.log"))
@@ -278,11 +284,7 @@ def test_zeros_printed_gradient_buckets_are_replayed_and_an_unprinted_size_is_a_
             "--per_device_train_batch_size 4 --bf16\n")
     zero = ("[2024-05-02 10:00:09,500] [INFO] [config.py:1003:print]   zero_config .................. stage=2 "
             "contiguous_gradients=True reduce_scatter=True reduce_bucket_size=500000000 overlap_comm=True\n")
-    oom = ("  3%|▎         | 30/1000 [01:10<37:50,  2.34s/it]\n"
-           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 954.00 MiB. GPU 0 has a total capacity of "
-           "79.15 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.64 GiB memory in "
-           "use. Of the allocated memory 75.10 GiB is allocated by PyTorch, and 2.92 GiB is reserved by PyTorch but "
-           "unallocated.\n")
+    oom = "  3%|▎         | 30/1000 [01:10<37:50,  2.34s/it]\n" + ZERO_RUN_OOM
     (tmp_path / "z.log").write_text(head + zero + oom)
     config, _ = build(str(tmp_path / "z.log"))
     params = config["workload"]["params"]
@@ -321,10 +323,7 @@ def test_zero3s_printed_prefetch_settings_are_replayed_and_unprinted_ones_assume
     zero = ("[2024-05-02 10:00:09,500] [INFO] [config.py:1003:print]   zero_config .................. stage=3 "
             "contiguous_gradients=True reduce_bucket_size=500000000 prefetch_bucket_size=50,000,000 "
             "param_persistence_threshold=100000 max_live_parameters=300000000 max_reuse_distance=1000000000\n")
-    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 954.00 MiB. GPU 0 has a total capacity of "
-           "79.15 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.64 GiB memory in "
-           "use. Of the allocated memory 75.10 GiB is allocated by PyTorch, and 2.92 GiB is reserved by PyTorch but "
-           "unallocated.\n")
+    oom = ZERO_RUN_OOM
     (tmp_path / "z.log").write_text(head + zero + oom)
     config, notes = build(str(tmp_path / "z.log"))
     params = config["workload"]["params"]
