@@ -50,6 +50,8 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "zero3_max_live_parameters": ("int", "DeepSpeed ZeRO-3's stage3_max_live_parameters, elements"),
     "zero3_param_persistence_threshold": ("int", "DeepSpeed ZeRO-3's stage3_param_persistence_threshold, elements"),
     "zero3_max_reuse_distance": ("int", "DeepSpeed ZeRO-3's stage3_max_reuse_distance, elements"),
+    "fsdp_sharding_strategy": ("str", "PyTorch FSDP's sharding strategy: FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, "
+                                      "NO_SHARD"),
     "fsdp_backward_prefetch": ("str", "PyTorch FSDP's backward_prefetch: BACKWARD_PRE, BACKWARD_POST or NONE"),
     "fsdp_forward_prefetch": ("bool", "PyTorch FSDP's forward_prefetch"),
     "fsdp_limit_all_gathers": ("bool", "PyTorch FSDP's limit_all_gathers (at most two all-gathers in flight)"),

@@ -799,3 +799,15 @@ def test_zero3_gathering_settings_in_deepspeeds_print_its_json_and_fsdps():
     assert (fsdp["fsdp_backward_prefetch"], fsdp["fsdp_forward_prefetch"], fsdp["fsdp_limit_all_gathers"]) == (
         "BACKWARD_PRE", True, False)
     assert _config('"backward_prefetch": "backward_post",')["fsdp_backward_prefetch"] == "BACKWARD_POST"
+
+
+def test_fsdps_sharding_strategy_as_hf_accelerate_and_lightning_print_it():
+    hf = "fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>, <FSDPOption.AUTO_WRAP: 'auto_wrap'>],"
+    assert _config(hf)["fsdp_sharding_strategy"] == "FULL_SHARD"
+    assert _config('--fsdp "shard_grad_op auto_wrap" \\')["fsdp_sharding_strategy"] == "SHARD_GRAD_OP"
+    assert _config("  fsdp_sharding_strategy: HYBRID_SHARD")["fsdp_sharding_strategy"] == "HYBRID_SHARD"
+    assert _config("  fsdp_sharding_strategy: 1")["fsdp_sharding_strategy"] == "FULL_SHARD"  # older accelerate
+    plugin = "FullyShardedDataParallelPlugin(sharding_strategy=<ShardingStrategy.SHARD_GRAD_OP: 2>, backward_prefetch=None"
+    assert _config(plugin)["fsdp_sharding_strategy"] == "SHARD_GRAD_OP"
+    # the words elsewhere are not FSDP's strategy (a shard count, a dataset's shards)
+    assert "fsdp_sharding_strategy" not in _config("Loading checkpoint shards: 100%|██| 4/4", "num_shards=16 full_shard=False")

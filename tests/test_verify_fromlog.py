@@ -261,6 +261,23 @@ def test_a_zero_stage_without_deepspeed_named_gets_no_ddp_buckets(tmp_path):
     TransformerParams.model_validate(params)
 
 
+def test_an_fsdp_sharding_strategy_replays_as_the_zero_stage_that_shards_the_same_state(tmp_path):
+    from oomdoctor.verify.params import TransformerParams
+
+    head = "+ torchrun --nproc_per_node=8 train.py --per_device_train_batch_size 4\n"
+    oom = "  1%|          | 12/1000 [00:31<42:58,  2.61s/it]\n" + ZERO_RUN_OOM
+    for printed, stage in (("fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>, <FSDPOption.AUTO_WRAP: 'auto_wrap'>],", 3),
+                           ("  fsdp_sharding_strategy: SHARD_GRAD_OP", 2)):
+        (tmp_path / "f.log").write_text(head + printed + "\n" + oom)
+        config, notes = build(str(tmp_path / "f.log"))
+        params = config["workload"]["params"]
+        assert (params["zero_stage"], params["world_size"]) == (stage, 8) and "ddp_buckets" not in params, printed
+        assert any(n.startswith("FSDP ") and f"ZeRO stage {stage}" in n for n in notes)
+        TransformerParams.model_validate(params)
+    (tmp_path / "f.log").write_text(head + "  fsdp_sharding_strategy: NO_SHARD\n" + oom)
+    assert "zero_stage" not in build(str(tmp_path / "f.log"))[0]["workload"]["params"]  # replicated: no stage
+
+
 def test_a_data_parallel_training_step_also_tries_gradients_as_bucket_views(tmp_path):
     log = tmp_path / "ddp.log"
     log.write_text(

@@ -948,6 +948,14 @@ ZERO_BUCKET = lazy(r"reduce_bucket_size['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,
 ZERO3_SETTING = lazy(r"(?<![\w])(?:stage3_)?(?P<key>prefetch_bucket_size|max_live_parameters|param_persistence_threshold"
                      r"|max_reuse_distance)['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,\d{3}){1,4}(?!\d)|\d{1,13}"
                      r"(?:\.\d{1,6})?(?:[eE]\+?\d{1,2})?)")
+# FSDP's sharding strategy as HF's TrainingArguments (fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>], --fsdp
+# "full_shard auto_wrap"), accelerate's config (fsdp_sharding_strategy: FULL_SHARD, or 1-4 in older versions) and
+# plugin print (sharding_strategy=<ShardingStrategy.FULL_SHARD: 1>) or Lightning's FSDPStrategy name it
+FSDP_SHARDING = lazy(r"(?:\bfsdp\w{0,20}|sharding_strategy|FSDPOption\.|ShardingStrategy\.)['\"]?[^\n]{0,40}?"
+                     r"\b(?P<s>FULL_SHARD|SHARD_GRAD_OP|_?HYBRID_SHARD(?:_ZERO2)?|NO_SHARD)\b", regex.I)
+FSDP_SHARDING_NUMBER = lazy(r"fsdp_sharding_strategy['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<n>[1-5])\b")
+FSDP_STRATEGY_BY_NUMBER = {"1": "FULL_SHARD", "2": "SHARD_GRAD_OP", "3": "NO_SHARD", "4": "HYBRID_SHARD",
+                           "5": "_HYBRID_SHARD_ZERO2"}  # torch.distributed.fsdp.ShardingStrategy's values
 # FSDP's backward_prefetch as accelerate's plugin (BackwardPrefetch.BACKWARD_PRE), torch's repr or HF's fsdp_config
 # ("backward_pre") prints it; None/NO_PREFETCH: no prefetch
 FSDP_BACKWARD_PREFETCH = lazy(r"backward_prefetch['\"]?\s{0,3}[:=]\s{0,3}['\"<]?(?:BackwardPrefetch\.)?"
@@ -1108,6 +1116,12 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         for m in ZERO3_SETTING.finditer(text):
             cfg[f"zero3_{m['key']}"] = Value(value=int(float(m["n"].replace(",", ""))), evidence=_ev(source, ln))
             found = True
+    if ("SHARD" in text or "shard" in text) and (m := FSDP_SHARDING.search(text)):
+        cfg["fsdp_sharding_strategy"] = Value(value=m["s"].upper(), evidence=_ev(source, ln))
+        found = True
+    elif "fsdp_sharding_strategy" in text and (m := FSDP_SHARDING_NUMBER.search(text)):
+        cfg["fsdp_sharding_strategy"] = Value(value=FSDP_STRATEGY_BY_NUMBER[m["n"]], evidence=_ev(source, ln))
+        found = True
     if "backward_prefetch" in text and (m := FSDP_BACKWARD_PREFETCH.search(text)):
         value = m["v"].upper()
         cfg["fsdp_backward_prefetch"] = Value(value="NONE" if value in ("NULL", "NO_PREFETCH") else value,

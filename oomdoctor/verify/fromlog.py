@@ -24,7 +24,7 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "batch": ("per_device_train_batch_size",), "grad_accum": ("gradient_accumulation_steps",),
     "seq_len": ("max_prompt_length", "max_seq_length", "max_completion_length"),
     "autocast": ("mixed_precision", "bf16", "fp16"), "gradient_checkpointing": ("gradient_checkpointing",),
-    "lora_rank": ("lora_r", "lora"), "zero_stage": ("zero_stage",), "world_size": ("world_size",),
+    "lora_rank": ("lora_r", "lora"), "zero_stage": ("zero_stage", "fsdp_sharding_strategy"), "world_size": ("world_size",),
     "zero_bucket_elements": ("reduce_bucket_size",), "overlap_comm": ("overlap_comm",),
     "zero3_gather_unit": ("stack_deepspeed", "zero_stage"),
     "zero3_prefetch_bucket_elements": ("zero3_prefetch_bucket_size",),
@@ -63,6 +63,8 @@ DEEPSPEED_ZERO3 = (
     ("zero3_max_reuse_distance", "zero3_max_reuse_distance_elements", 1_000_000_000),
 )
 FSDP_BACKWARD_PREFETCH_UNITS = {"BACKWARD_PRE": 1, "BACKWARD_POST": 0, "NONE": 0}
+# FSDP's sharding strategies as the ZeRO stage that shards the same state (NO_SHARD is DDP: no stage)
+FSDP_STAGE = {"FULL_SHARD": 3, "HYBRID_SHARD": 3, "SHARD_GRAD_OP": 2, "_HYBRID_SHARD_ZERO2": 2}
 
 
 def _zero3_gathering(d: dict[str, Any], params: dict[str, Any], notes: list[str]) -> None:
@@ -150,12 +152,19 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         params["gradient_checkpointing"] = True
     if d.get("lora"):
         params["lora_rank"] = d.get("lora_r") or 16
-    if isinstance(d.get("zero_stage"), int):
-        params["zero_stage"] = d["zero_stage"]
+    stage = d.get("zero_stage")
+    if not isinstance(stage, int) and not d.get("stack_deepspeed") and d.get("fsdp_sharding_strategy") in FSDP_STAGE:
+        stage = FSDP_STAGE[d["fsdp_sharding_strategy"]]
+        notes.append(f"FSDP {d['fsdp_sharding_strategy']}: replayed as ZeRO stage {stage} (parameters, gradients and "
+                     "optimizer states sharded" + (")" if stage == 3 else " except the parameters)")
+                     + (" over the log's world size; a hybrid strategy shards within a node only"
+                        if "HYBRID" in d["fsdp_sharding_strategy"] else ""))
+    if isinstance(stage, int):
+        params["zero_stage"] = stage
         params["world_size"] = d.get("world_size") or 1
-        if d.get("stack_deepspeed") and d["zero_stage"] >= 1:
+        if d.get("stack_deepspeed") and stage >= 1:
             _zero_buckets(d, params, notes)
-        if d["zero_stage"] >= 1:
+        if stage >= 1:
             _zero3_gathering(d, params, notes)
     elif (isinstance(d.get("world_size"), int) and d["world_size"] > 1 and not d.get("stack_deepspeed")
           and not d.get("stack_fsdp") and not d.get("stack_megatron") and not d.get("stack_torchtitan")
