@@ -20,6 +20,7 @@ from oomdoctor.fixids import (
 )
 from oomdoctor.verify.allocator import AllocConf
 from oomdoctor.verify.architectures import NO_CHECKPOINTING, from_catalog
+from oomdoctor.verify.params import TransformerParams
 
 
 class NotApplicable(Exception):
@@ -223,25 +224,28 @@ def smaller_zero_buckets(v: Variant, phase: str) -> Variant:
     return _set(v, zero_bucket_elements=auto)
 
 
+def _default(name: str) -> Any:
+    """A built-in workload param's default where the variant leaves it unset (DeepSpeed's and FSDP's own defaults)."""
+    return TransformerParams.model_fields[name].default
+
+
 def smaller_zero3_prefetch(v: Variant, phase: str) -> Variant:
     """DeepSpeed: prefetch bucket to HF's auto (0.9 x hidden²), live and reuse caps to 1e8; FSDP: no prefetch."""
     if int(v.params.get("zero_stage") or 0) < 3:
         raise NotApplicable("parameters are gathered ahead at ZeRO stage 3 / FSDP FULL_SHARD only")
-    unit = v.params.get("zero3_gather_unit", "layer")
+    unit = v.params.get("zero3_gather_unit", _default("zero3_gather_unit"))
     if unit == "layer":
-        on = {k: 0 for k, default in (("zero3_forward_prefetch_units", 0), ("zero3_backward_prefetch_units", 1))
-              if int(v.params.get(k, default))}
+        on = {k: 0 for k in ("zero3_forward_prefetch_units", "zero3_backward_prefetch_units")
+              if int(v.params.get(k, _default(k)))}
         if not on:
             raise NotApplicable("FSDP prefetches nothing already (backward_prefetch=None, forward_prefetch=False)")
         return _set(v, **on)
     if unit != "module":
         raise NotApplicable("the replay gathers each weight just before its matmul (zero3_gather_unit: matmul)")
     _need(v.params, "width")
-    # DeepSpeed's defaults (runtime/zero/config.py) where the params leave them unset
-    target = {"zero3_prefetch_bucket_elements": (int(0.9 * int(v.params["width"]) ** 2), 50_000_000),
-              "zero3_max_live_elements": (ZERO3_FIX_LIVE_ELEMENTS, 1_000_000_000),
-              "zero3_max_reuse_distance_elements": (ZERO3_FIX_LIVE_ELEMENTS, 1_000_000_000)}
-    lower = {k: low for k, (low, default) in target.items() if int(v.params.get(k, default)) > low}
+    target = {"zero3_prefetch_bucket_elements": int(0.9 * int(v.params["width"]) ** 2),
+              "zero3_max_live_elements": ZERO3_FIX_LIVE_ELEMENTS, "zero3_max_reuse_distance_elements": ZERO3_FIX_LIVE_ELEMENTS}
+    lower = {k: low for k, low in target.items() if int(v.params.get(k, _default(k))) > low}
     if not lower:
         raise NotApplicable("DeepSpeed's prefetch bucket, live and reuse caps are already at most the fix's")
     return _set(v, **lower)

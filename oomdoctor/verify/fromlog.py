@@ -12,6 +12,7 @@ from oomdoctor.errors import UsageError
 from oomdoctor.fixids import VERIFIABLE
 from oomdoctor.outfile import write_atomic
 from oomdoctor.units import format_bytes
+from oomdoctor.verify.params import TransformerParams
 
 DEVICE_KINDS = ("cuda_oom", "hip_oom", "xpu_oom", "cuda_error")
 PHASES = {"train": "train", "eval": "eval", "generate": "generate", "save": "train", "init": "train"}
@@ -54,13 +55,12 @@ def _zero_buckets(d: dict[str, Any], params: dict[str, Any], notes: list[str]) -
                      "default, 5e8 elements, is 1 GB per bucket in 16-bit, two with overlap_comm at stages 1-2)")
 
 
-# DeepSpeed ZeRO-3's gathering settings: (the fact diagnose reads, the param, DeepSpeed's default from its
-# runtime/zero/config.py)
+# DeepSpeed ZeRO-3's gathering settings: (the fact diagnose reads, the param whose default is DeepSpeed's)
 DEEPSPEED_ZERO3 = (
-    ("zero3_prefetch_bucket_size", "zero3_prefetch_bucket_elements", 50_000_000),
-    ("zero3_max_live_parameters", "zero3_max_live_elements", 1_000_000_000),
-    ("zero3_param_persistence_threshold", "zero3_persistence_threshold_elements", 100_000),
-    ("zero3_max_reuse_distance", "zero3_max_reuse_distance_elements", 1_000_000_000),
+    ("zero3_prefetch_bucket_size", "zero3_prefetch_bucket_elements"),
+    ("zero3_max_live_parameters", "zero3_max_live_elements"),
+    ("zero3_param_persistence_threshold", "zero3_persistence_threshold_elements"),
+    ("zero3_max_reuse_distance", "zero3_max_reuse_distance_elements"),
 )
 FSDP_BACKWARD_PREFETCH_UNITS = {"BACKWARD_PRE": 1, "BACKWARD_POST": 0, "NONE": 0}
 # FSDP's sharding strategies as the ZeRO stage that shards the same state (NO_SHARD is DDP: no stage)
@@ -75,11 +75,11 @@ def _zero3_gathering(d: dict[str, Any], params: dict[str, Any], notes: list[str]
         if params["zero_stage"] < 3:
             return
         missing = []
-        for fact, param, default in DEEPSPEED_ZERO3:
+        for fact, param in DEEPSPEED_ZERO3:
             if isinstance(d.get(fact), int):
                 params[param] = d[fact]
             else:
-                missing.append(f"{fact.removeprefix('zero3_')} {default:.0e}")
+                missing.append(f"{fact.removeprefix('zero3_')} {TransformerParams.model_fields[param].default:.0e}")
         if missing:
             notes.append("ZeRO-3 prefetch: not in the log, assumed DeepSpeed's defaults (" + ", ".join(missing) + ")")
         return

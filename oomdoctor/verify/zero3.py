@@ -178,13 +178,6 @@ class FsdpGathering(Gathering):
                 self.backward_exit(group)
 
 
-# DeepSpeed's ZeRO-3 defaults (DeepSpeed runtime/zero/config.py, DeepSpeedZeroConfig)
-DS_PREFETCH_BUCKET_ELEMENTS = 50_000_000  # stage3_prefetch_bucket_size, 5e7
-DS_MAX_LIVE_ELEMENTS = 1_000_000_000  # stage3_max_live_parameters, 1e9
-DS_PERSISTENCE_THRESHOLD_ELEMENTS = 100_000  # stage3_param_persistence_threshold, 1e5
-DS_MAX_REUSE_DISTANCE_ELEMENTS = 1_000_000_000  # stage3_max_reuse_distance, 1e9
-
-
 class DeepSpeedGathering(Gathering):
     """DeepSpeed ZeRO-3's parameter coordinator as memory sees it (`module`): fetch per module, prefetch along the
     recorded module order, release unless reused soon or persistent."""
