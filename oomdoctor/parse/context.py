@@ -940,14 +940,20 @@ ZERO_STAGE = lazy(
 )
 # The DeepSpeed config a run names, by the usual naming: deepspeed_configs/zero3_bf16.json, ds_config_zero2.json.
 ZERO_CONFIG_FILE = lazy(r"(?:^|[/\\\s'\"=_])zero(?P<stage>[0-3])(?:_\w{1,40})?\.json\b")
-# DeepSpeed's reduce_bucket_size (elements), in its JSON ("reduce_bucket_size": 5e8), HF's resolved config or its own
-# config print (reduce_bucket_size=500000000, thousands separated in some versions); "auto" is resolved later, unread
-ZERO_BUCKET = lazy(r"reduce_bucket_size['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,\d{3}){1,4}(?!\d)|\d{1,13}(?:\.\d{1,6})?(?:[eE]\+?\d{1,2})?)")
+# A DeepSpeed element count as its JSON (5e8), HF's resolved config or its own config print (500000000, thousands
+# separated in some versions) write it; "auto" is resolved later, unread
+_DS_ELEMENTS = r"['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,\d{3}){1,4}(?!\d)|\d{1,13}(?:\.\d{1,6})?(?:[eE]\+?\d{1,2})?)"
+# DeepSpeed's reduce_bucket_size (elements)
+ZERO_BUCKET = lazy(r"reduce_bucket_size" + _DS_ELEMENTS)
 # DeepSpeed ZeRO-3's gathering settings, elements: its JSON and HF's resolved config name them stage3_*, its own config
 # print (zero_config ... prefetch_bucket_size=50000000 param_persistence_threshold=100000 ...) without the prefix
 ZERO3_SETTING = lazy(r"(?<![\w])(?:stage3_)?(?P<key>prefetch_bucket_size|max_live_parameters|param_persistence_threshold"
-                     r"|max_reuse_distance)['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,3}(?:,\d{3}){1,4}(?!\d)|\d{1,13}"
-                     r"(?:\.\d{1,6})?(?:[eE]\+?\d{1,2})?)")
+                     r"|max_reuse_distance)" + _DS_ELEMENTS)
+
+
+def _ds_elements(m: regex.Match[str]) -> int:
+    """The element count a _DS_ELEMENTS match read ("5e8", "500,000,000")."""
+    return int(float(m["n"].replace(",", "")))
 # FSDP's sharding strategy as HF's TrainingArguments (fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>], --fsdp
 # "full_shard auto_wrap"), accelerate's config (fsdp_sharding_strategy: FULL_SHARD, or 1-4 in older versions) and
 # plugin print (sharding_strategy=<ShardingStrategy.FULL_SHARD: 1>) or Lightning's FSDPStrategy name it
@@ -1110,11 +1116,11 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))
         found = True
     if "reduce_bucket_size" in text and (m := ZERO_BUCKET.search(text)):
-        cfg["reduce_bucket_size"] = Value(value=int(float(m["n"].replace(",", ""))), evidence=_ev(source, ln))
+        cfg["reduce_bucket_size"] = Value(value=_ds_elements(m), evidence=_ev(source, ln))
         found = True
     if "_" in text and ("stage3_" in text or "zero_config" in text or "max_live" in text):
         for m in ZERO3_SETTING.finditer(text):
-            cfg[f"zero3_{m['key']}"] = Value(value=int(float(m["n"].replace(",", ""))), evidence=_ev(source, ln))
+            cfg[f"zero3_{m['key']}"] = Value(value=_ds_elements(m), evidence=_ev(source, ln))
             found = True
     if ("SHARD" in text or "shard" in text) and (m := FSDP_SHARDING.search(text)):
         cfg["fsdp_sharding_strategy"] = Value(value=m["s"].upper(), evidence=_ev(source, ln))
