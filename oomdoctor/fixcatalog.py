@@ -429,9 +429,11 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
+# Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
+PILING_EVAL_STACKS = frozenset({"hf_trainer", "trl", "axolotl", "llama_factory"})
 # Trainers whose own evaluation loop already runs without autograd: HF Trainer's prediction_step (and the trainers
 # built on it) under torch.no_grad(), Lightning's validation/test/predict loops under inference_mode by default.
-NO_GRAD_EVAL_STACKS = frozenset({"hf_trainer", "trl", "axolotl", "llama_factory", "lightning"})
+NO_GRAD_EVAL_STACKS = PILING_EVAL_STACKS | {"lightning"}
 
 # Fixes the log shows are already in place: suggesting them again would waste the user's next run.
 ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
@@ -452,8 +454,6 @@ TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-opt
                            "smaller-zero-buckets", "activation-offload", "smaller-zero3-prefetch"})
 # Training fixes that also have an inference form on these stacks (a diffusion pipeline offloads its model parts).
 INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion"}}
-# Stacks whose evaluation keeps every batch's logits on the GPU until the end (HF Trainer and its wrappers).
-PILING_EVAL_STACKS = {"hf_trainer", "trl", "axolotl", "llama_factory"}
 
 
 # PYTORCH_CUDA_ALLOC_CONF settings of the native caching allocator: nothing to cudaMallocAsync.
@@ -468,7 +468,7 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
             continue
         if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:
             continue
-        if f in TRAINING_ONLY and _v(d, "inference_only") is True and not (f in INFERENCE_TOO and _stacks(d) & INFERENCE_TOO[f]):
+        if f in TRAINING_ONLY and _v(d, "inference_only") is True and not _stacks(d) & INFERENCE_TOO.get(f, set()):
             continue
         if f in PYTORCH_ONLY and _not_pytorch(d):
             continue
