@@ -811,3 +811,28 @@ def test_fsdps_sharding_strategy_as_hf_accelerate_and_lightning_print_it():
     assert _config(plugin)["fsdp_sharding_strategy"] == "SHARD_GRAD_OP"
     # the words elsewhere are not FSDP's strategy (a shard count, a dataset's shards)
     assert "fsdp_sharding_strategy" not in _config("Loading checkpoint shards: 100%|██| 4/4", "num_shards=16 full_shard=False")
+
+
+def test_the_hf_banner_logged_by_the_users_own_script_is_not_hf_trainer():
+    # accelerate's and diffusers' example loops log HF's banner from their own __main__ logger
+    own = "11/28/2026 10:10:49 - INFO - __main__ - ***** Running training *****"
+    ranked = "11/28/2026 10:10:49 - INFO - __main__ - [RANK 0] ***** Running training *****"
+    assert "hf_trainer" not in stacks(own) and "hf_trainer" not in stacks(ranked)
+    hf = "[INFO|trainer.py:2128] 2026-01-01 00:00:00,000 >> ***** Running training *****"
+    assert "hf_trainer" in stacks(hf) and "hf_trainer" in stacks("***** Running training *****")
+
+
+def test_an_evaluation_run_inline_after_the_training_bar_keeps_the_training_step():
+    # accelerate's example loops: one bar over the optimizer steps, an evaluate() with no bar of its own; under
+    # torchrun the bar (rank 0's) is glued to the failing rank's traceback
+    head = ("INFO - __main__ - ***** Running training *****\n  0%|          | 0/12 [00:00<?, ?it/s]\n"
+            " 17%|█▋        | 2/12 [00:00<00:00, 19.08it/s]")
+    frames = ('Traceback (most recent call last):\n  File "/workspace/run/train.py", line 65, in <module>\n'
+              '    print(evaluate(model, loader))\n  File "/workspace/run/train.py", line 47, in evaluate\n'
+              '    out = model(x)\n')
+    event = one(head + frames + MSG)
+    assert (event.step, event.phase) == (2, "eval")
+    # an inference loop's own bar (another total) after training is still not a training step
+    inference = "\n  5%|▌         | 3/64 [00:01<00:20,  3.01it/s]"
+    event = one(head + "\n100%|██████████| 12/12 [00:02<00:00,  5.21it/s]" + inference + frames + MSG)
+    assert (event.step, event.phase) == (None, "eval")

@@ -970,8 +970,11 @@ OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
 STACKS: dict[str, regex.Pattern[str]] = {
-    # a bare trainer.py frame only with a function HF's Trainer alone has (Lightning, Chainer and others have trainer.py)
-    "hf_trainer": lazy(r"transformers[/.]trainer|TrainingArguments|\*{5} Running training \*{5}"
+    # a bare trainer.py frame only with a function HF's Trainer alone has (Lightning, Chainer and others have trainer.py);
+    # its banner only when the user's own script did not log it: the accelerate and diffusers example loops print the
+    # same "***** Running training *****" from their __main__ logger
+    "hf_trainer": lazy(r"transformers[/.]trainer|TrainingArguments"
+                       r"|(?<!\b__main__\s{0,3}-\s{0,3}(?:\[RANK \d{1,6}\]\s{0,3})?)\*{5} Running training \*{5}"
                        r"|trainer\.py\"?, line \d{1,6}, in (?:_inner_training_loop|training_step|compute_loss|evaluation_loop"
                        r"|prediction_step|_maybe_log_save_evaluate|_save_checkpoint)\b"),
     "accelerate": lazy(r"\baccelerate[/.]|Distributed environment:|accelerate launch"),

@@ -455,7 +455,8 @@ class _EventReader:
             step = None  # the poster cut the log after this counter: it showed training, not the failing step
         if step is None and phase == "train":  # the frames show training: the bar after the set-up banner is its loop's
             step = bar_after_setup
-        if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames):
+        if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames) \
+                and not self._training_bar(step, rank):
             step = None  # the bar that was running counts an inference loop's inputs, not training steps
         if started and phase == "train":  # failed before any logged step (the banner may say where it starts)
             detail["first_step"] = True
@@ -501,6 +502,19 @@ class _EventReader:
         count = ctx.step_of(self.lines[k]) if traceback_line and k < len(self.lines) else None
         return bool(count and count.bar and count.total and count.n < count.total
                     and traceback_line is not None and 0 < traceback_line - step.evidence.line <= 3)
+
+    def _training_bar(self, step: Value, rank: int | None) -> bool:
+        """The step's bar is the loop a training-start banner began ("***** Running training *****", then bars of one
+        total): an evaluation run inline after it, with no bar of its own, leaves the training bar the last drawn."""
+        b_idx, banners, s_idx, steps = self.markers.for_rank(rank)
+        k = bisect_left(self.lines, step.evidence.line, key=lambda ln: ln.number)
+        b = bisect_right(b_idx, k) - 1
+        if b < 0 or banners[b].kind != "train":
+            return False
+        first = bisect_right(s_idx, banners[b].idx)
+        here = bisect_left(s_idx, k)
+        return first < len(steps) and here < len(steps) and steps[first].bar and steps[here].bar \
+            and steps[first].total is not None and steps[first].total == steps[here].total
 
     def _phase(self, hit: _Hit, frames: list, step: Value | None, banner_phase: str | None,
                banner_ev: Evidence | None, started: Evidence | None, message_ev: Evidence) -> tuple[str, Evidence | None]:
