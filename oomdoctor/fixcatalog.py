@@ -173,8 +173,8 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
                   "model.predict(batch_size=)": new},
         "diffusers": {"pipe(num_images_per_prompt=)": 1, "pipe(height=, width=)": "<lower>"},
         "comfyui": "batch_size 1 on the latent node (Empty Latent Image), or a lower width/height or frame count",
-        "code": "evaluate and predict in batches: DataLoader(eval_set, batch_size=<smaller>); Keras "
-                "model.evaluate(x, batch_size=32) / model.predict(x, batch_size=32); a batched eval input_fn",
+        # shown only where no section above is the run's (a PyTorch loop of its own): TensorFlow runs get `keras`
+        "code": "eval_loader = DataLoader(eval_set, batch_size=<smaller>)  # evaluate and predict in batches",
     }, ("fewer images or frames at once, or fewer pixels: sampling activations shrink with them"
         if _diffusion_sampling(d) else f"evaluation batch {ebs} → {new}: eval activations and logits shrink by {ebs / new:.0f}×"
         if isinstance(ebs, int) and ebs > new else "evaluation activations and logits shrink with the batch")
@@ -185,8 +185,8 @@ def _eval_accumulation(d: Derived) -> tuple[Changes, str | None]:
         "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True},
         "axolotl_yaml": {"eval_accumulation_steps": 4},
         "llama_factory_yaml": {"eval_accumulation_steps": 4},
-        "code": "def preprocess_logits_for_metrics(logits, labels):\n"
-                "    return logits.argmax(-1)  # keep ids, not full-vocab logits",
+        # a loop of its own (accelerate, plain PyTorch): collect on the host what the metric needs, batch by batch
+        "code": "preds.append(logits.argmax(-1).cpu())  # ids on the host, not every batch's logits on the GPU",
     }, "predictions move to the CPU every few eval steps instead of piling up on the GPU"
 
 

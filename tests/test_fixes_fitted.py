@@ -107,3 +107,14 @@ def test_a_diffusion_pipeline_gets_its_own_offload_batch_and_weights_settings():
     assert set(build_fix("quantize-weights", sampling).changes) == {"diffusers", "comfyui"}  # no LLM loading line
     # other inference (a language model served alone) still gets no optimizer offload
     assert fitted(["cpu-offload"], run(phase="generate", inference_only=True)) == []
+
+
+def test_a_loop_of_its_own_gets_loop_code_for_its_evaluation_not_trainer_keys():
+    # an accelerate loop (no HF Trainer): no TrainingArguments, no Trainer hook, no Keras
+    d = run(stack_accelerate=True)
+    for fix in ("smaller-eval-batch", "eval-accumulation-steps"):
+        changes = build_fix(fix, d).changes
+        assert list(changes) == ["code"], (fix, changes)
+        assert "Keras" not in changes["code"] and "preprocess_logits_for_metrics" not in changes["code"]
+    assert build_fix("eval-accumulation-steps", run(stack_hf_trainer=True)).changes == {
+        "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True}}
