@@ -836,3 +836,27 @@ def test_an_evaluation_run_inline_after_the_training_bar_keeps_the_training_step
     inference = "\n  5%|▌         | 3/64 [00:01<00:20,  3.01it/s]"
     event = one(head + "\n100%|██████████| 12/12 [00:02<00:00,  5.21it/s]" + inference + frames + MSG)
     assert (event.step, event.phase) == (None, "eval")
+
+
+RAY_HEAD = ("(TrainController pid=25112) Started training worker group of size 2: \n"
+            "(TrainController pid=25112) - (ip=10.0.0.5, pid=25230) world_rank=0, local_rank=0, node_rank=0\n"
+            "(TrainController pid=25112) - (ip=10.0.0.5, pid=25256) world_rank=1, local_rank=1, node_rank=0\n"
+            "(RayTrainWorker pid=25230) epoch 0 step 0 loss 2.3368\n")
+
+
+def test_a_ray_train_workers_rank_comes_from_the_pid_its_controller_lists():
+    failing = ("(RayTrainWorker pid=25256) Error in training function:\n"
+               "(RayTrainWorker pid=25256) Traceback (most recent call last):\n"
+               '(RayTrainWorker pid=25256)   File "/workspace/run/train.py", line 33, in train_loop\n'
+               "(RayTrainWorker pid=25256) " + MSG)
+    (event,) = events(RAY_HEAD + failing + "ray.train.WorkerGroupError: Training failed due to worker errors:\n"
+                      "[Rank 1 Error Snippet]:\n" + MSG)  # the driver's echo of rank 1's message is the same event
+    assert event.rank == 1 and event.step is None  # rank 0's step line is not rank 1's
+    # Ray folds rank 1's repeated step lines into one printed after the failure: the latest step before it
+    folded = "(RayTrainWorker pid=25256) epoch 0 step 20 loss 2.3233 [repeated 9x across cluster]\n"
+    (event,) = events(RAY_HEAD + failing + folded)
+    assert (event.rank, event.step, event.phase) == (1, 20, "train")
+    # a worker that says its rank when it joins (the listing absent)
+    joined = "(RayTrainWorker pid=25256) Setting up process group for: env:// [rank=1, world_size=2]\n"
+    (event,) = events(joined + failing)
+    assert event.rank == 1

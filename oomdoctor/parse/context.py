@@ -1274,6 +1274,42 @@ def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None
 # ---- ranks -------------------------------------------------------------------------------------------
 # Where a log names the failing rank without a line prefix: torch.multiprocessing.spawn's failure header,
 # Lightning-style "[rank: 3]" / "(rank: 3/8)" banners, "on rank 3" in warnings and errors.
+# Ray Train: a worker's lines carry its actor's prefix, "(RayTrainWorker pid=25256, ip=10.0.0.5) text", and the
+# controller lists which pid holds which rank ("- (ip=10.0.0.5, pid=25256) world_rank=1, local_rank=1, ...") or
+# the worker says it when it joins ("(RayTrainWorker pid=25230) Setting up process group for: env:// [rank=0, ...").
+RAY_WORKER = lazy(r"^\(RayTrainWorker pid=(?P<pid>\d{1,10})(?:, ip=[\w.:-]{1,64})?\)\s?")
+RAY_RANK_OF_PID = lazy(r"\bpid=(?P<pid>\d{1,10})\) world_rank=(?P<rank>\d{1,6})\b"
+                       r"|^\(RayTrainWorker pid=(?P<pid>\d{1,10})[^)]{0,80}\) Setting up process group for: \S{1,200} "
+                       r"\[rank=(?P<rank>\d{1,6})\b")
+# Ray folds a worker's repeated lines into one printed later, the latest of them: "step 20 loss 2.3 [repeated 9x
+# across cluster]" came before a failure that is printed above it.
+RAY_DEDUP = lazy(r"\[repeated \d{1,9}x across cluster\]")
+RAY_DEDUP_AFTER_LINES = 40
+
+
+def with_ray_ranks(lines: Sequence[Line]) -> Sequence[Line]:
+    """Ray Train workers' lines with their actor prefix removed and the rank its pid holds, when the log says it."""
+    if not any(ln.text.startswith("(RayTrainWorker pid=") for ln in lines):
+        return lines
+    ranks = {m["pid"]: int(m["rank"]) for ln in lines if "pid=" in ln.text and (m := RAY_RANK_OF_PID.search(ln.text))}
+    out = []
+    for ln in lines:
+        m = RAY_WORKER.match(ln.text) if ln.rank is None else None
+        out.append(Line(ln.number, ranks.get(m["pid"]), ln.text[m.end():], ln.raw) if m else ln)
+    return out
+
+
+def ray_dedup_step_after(markers: Markers, end: int, rank: int | None, source: str) -> Value | None:
+    """The step of the failing worker's folded step line that Ray printed after the message (see RAY_DEDUP)."""
+    _, _, s_idx, steps = markers.for_rank(rank)
+    for s in steps[bisect_right(s_idx, end):]:
+        if s.idx > end + RAY_DEDUP_AFTER_LINES:
+            break
+        if RAY_DEDUP.search(markers.lines[s.idx].text):
+            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx]))
+    return None
+
+
 SPAWN_HEADER = lazy(r"-- Process (?P<rank>\d{1,6}) terminated with the following error")
 RANK_BANNER = lazy(r"[\[(]rank:?\s{0,2}(?P<rank>\d{1,6})(?:\s{0,2}/\s{0,2}\d{1,6})?[\])]", regex.I)
 ON_RANK = lazy(r"\bon (?:global )?rank (?P<rank>\d{1,6})\b", regex.I)

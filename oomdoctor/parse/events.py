@@ -298,12 +298,14 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
+    lines = ctx.with_ray_ranks(lines)
     root_rank = _root_cause_rank(lines, source)
     hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)
     reader = _EventReader(lines, source, root_rank, ctx.Markers(lines if first_hit else ()))
     events: list[OOMEvent] = []
     seen: dict[str, int] = {}  # dedupe key -> index in events
+    echoed: dict[str, int] = {}  # a ranked event's key without its rank -> index in events
     run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)] if first_hit else []
     run, last_idx, over = 0, -1, 0
     for hit in chain((first_hit,), hits) if first_hit else ():
@@ -320,10 +322,15 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         key = _dedupe_key(run, rank, f, hit)
         if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
             continue  # the same message again: logged, then raised; or re-raised "during handling"
+        unranked = _dedupe_key(run, None, f, hit)
+        if rank is None and unranked in echoed and first.number - events[echoed[unranked]].end_line <= DUPLICATE_WINDOW_LINES:
+            continue  # a ranked worker's message echoed with no rank by whoever collects it (Ray's driver, its controller)
         if len(events) >= MAX_EVENTS_PER_SOURCE:
             over += 1
             continue
         seen[key] = len(events)
+        if rank is not None:
+            echoed[unranked] = len(events)
         events.append(_with_tf_shape(reader.event(hit, f, run, rank, rank_ev)))
     if over:
         warnings.warn(LimitWarning(f"{source}: {over:,} more OOM messages after the first {MAX_EVENTS_PER_SOURCE:,} "
@@ -440,7 +447,8 @@ class _EventReader:
         step, banner_phase, banner_ev, started, bar_after_setup = ctx.step_and_banner(self.markers, hit.idx, rank,
                                                                                       source)
         if step is None and banner_phase is None:
-            step = ctx.bar_right_after(self.markers, hit.end, rank, source)
+            step = ctx.bar_right_after(self.markers, hit.end, rank, source) \
+                or ctx.ray_dedup_step_after(self.markers, hit.end, rank, source)
             started = None if step else started
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
