@@ -562,3 +562,26 @@ def test_the_live_simulation_keeps_a_recorded_free_pending_until_the_sync():
         states = [b["state"] for seg in simgpu.ACTIVE.snapshot()["segments"] for b in seg["blocks"]]
         assert "active_pending_free" not in states
 
+
+def test_zero3_gathering_on_its_own_stream_costs_one_more_unit_of_reserved_memory():
+    # FSDP (layer units) in evaluation: each block's weights are gathered into a 24 MiB buffer (12 x 1024² bf16, a
+    # segment of its own size) on the unshard stream and freed with record_stream. On one stream block i+1's gather
+    # reuses block i's segment; with the stream, block i's buffer waits for the next compute to start, so block i+1
+    # needs a second segment (block i+2 then reuses block i's). Activations are small-pool blocks on the compute
+    # stream either way: reserved grows by exactly one unit, allocated not at all.
+    params = {**ZERO3, "width": 1024, "phase": "eval"}
+    unit = 12 * 1024 * 1024 * 2
+    one, two = (replay(steps=2, **params, zero3_streams=on) for on in (False, True))
+    assert two["peak_reserved_bytes"] - one["peak_reserved_bytes"] == unit
+    assert two["peak_allocated_bytes"] == one["peak_allocated_bytes"]
+    assert two["unlimited_peak_allocated_bytes"] == one["unlimited_peak_allocated_bytes"]
+
+
+def test_zero3_streams_off_needs_stage_3():
+    from pydantic import ValidationError
+
+    from oomdoctor.verify.params import TransformerParams
+
+    with pytest.raises(ValidationError, match="zero3_streams sets ZeRO-3/FSDP parameter gathering"):
+        TransformerParams.model_validate({**TINY, "zero3_streams": False})
+    assert not TransformerParams.model_validate({**ZERO3, "zero3_streams": False}).zero3_streams
