@@ -128,7 +128,8 @@ def cmd_traces(folder: Path) -> int:
 
 # -- measure: on the GPU ---------------------------------------------------------------------------------------
 def _cuda_replay(torch: Any, trace: list[tuple[str, int, int]], fraction: float | None) -> dict[str, Any]:
-    """The trace through the real caching allocator (one torch.empty per allocation)."""
+    """The trace through the real caching allocator (one torch.empty per allocation; a trace's other streams on
+    CUDA streams of their own, record_stream as recorded, and its syncs as torch.cuda.synchronize())."""
     if fraction is not None:
         torch.cuda.set_per_process_memory_fraction(fraction)
     torch.cuda.empty_cache()
@@ -136,16 +137,34 @@ def _cuda_replay(torch: Any, trace: list[tuple[str, int, int]], fraction: float 
     torch.cuda.reset_accumulated_memory_stats()
     live: dict[int, Any] = {}
     out: dict[str, Any] = {"oom_event": None}
+    streams = {0: torch.cuda.current_stream()}
+    stream = 0
+
+    def cuda_stream(i: int) -> Any:
+        if i not in streams:
+            streams[i] = torch.cuda.Stream()
+        return streams[i]
+
     for n, (kind, sid, nbytes) in enumerate(trace, 1):
         if kind == "a":
             try:
-                live[sid] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+                if stream:
+                    with torch.cuda.stream(cuda_stream(stream)):
+                        live[sid] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+                else:
+                    live[sid] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
             except torch.OutOfMemoryError:
                 out["oom_event"] = n
                 out["reserved_at_oom_bytes"] = torch.cuda.memory_reserved()
                 break
-        else:
+        elif kind == "f":
             live.pop(sid, None)
+        elif kind == "s":
+            stream = sid
+        elif kind == "r" and sid in live:
+            live[sid].record_stream(cuda_stream(nbytes))
+        elif kind == "e":
+            torch.cuda.synchronize()  # every recorded event completes; the next allocation's process_events frees
     stats = torch.cuda.memory_stats()
     out.update(peak_allocated_bytes=stats["allocated_bytes.all.peak"], peak_reserved_bytes=stats["reserved_bytes.all.peak"],
                segments=stats["segment.all.allocated"], alloc_retries=stats["num_alloc_retries"])

@@ -307,3 +307,100 @@ def test_workspace_sizes_follow_the_gpu_and_cublas_workspace_config():
     assert workspaces("H100", ":16:8") == (128 * KIB, 128 * KIB)  # the cuBLASLt workspace is capped by cuBLAS's
     with pytest.raises(WorkspaceConfigError, match=":SIZE:COUNT"):
         workspaces(None, "4096")
+
+
+# --- streams (c10: a block belongs to its allocation stream; record_stream defers its free) ----------------------
+
+def s(stream: int) -> tuple[str, int, int]:
+    return ("s", stream, 0)
+
+
+def test_a_cached_block_of_another_stream_is_not_reused():
+    # BlockPool orders by (stream, size, address): stream 0 cannot take stream 1's cached 20 MiB block, so it gets a
+    # segment of its own; stream 1's next request takes its own block back
+    r = replay([s(1), a(1, 20 * MIB), f(1), s(0), a(2, 20 * MIB), s(1), a(3, 20 * MIB)], 1 << 30)
+    assert (r.peak_reserved_bytes, r.segments_allocated) == (40 * MIB, 2)
+    one_stream = replay([a(1, 20 * MIB), f(1), a(2, 20 * MIB), a(3, 20 * MIB)], 1 << 30)
+    assert (one_stream.peak_reserved_bytes, one_stream.segments_allocated) == (40 * MIB, 2)  # a(3) needs one anyway
+    assert replay([a(1, 20 * MIB), f(1), a(2, 20 * MIB)], 1 << 30).segments_allocated == 1
+
+
+def test_a_free_recorded_on_another_stream_waits_for_the_sync():
+    alloc = CachingAllocator(1 << 30)
+    gathered = alloc.malloc(20 * MIB, stream=1)
+    alloc.record_stream(gathered, 0)  # used by the compute stream
+    alloc.free(gathered)
+    assert alloc.allocated == 0 and alloc.events == [gathered]  # allocated bytes drop at once, the block waits
+    before_sync = alloc.malloc(20 * MIB, stream=1)
+    assert before_sync.seg != gathered.seg and alloc.reserved == 40 * MIB
+    alloc.process_events()
+    after_sync = alloc.malloc(20 * MIB, stream=1)
+    assert after_sync.seg == gathered.seg and alloc.reserved == 40 * MIB
+    # a use on the block's own stream needs no event: that free is immediate
+    own = alloc.malloc(MIB, stream=1)
+    alloc.record_stream(own, 1)
+    alloc.free(own)
+    assert not alloc.events
+
+
+def test_the_sync_as_a_trace_event():
+    deferred = [s(1), a(1, 20 * MIB), ("r", 1, 0), f(1), a(2, 20 * MIB)]
+    assert replay(deferred, 1 << 30).peak_reserved_bytes == 40 * MIB
+    assert replay([*deferred[:-1], ("e", 0, 0), a(2, 20 * MIB)], 1 << 30).peak_reserved_bytes == 20 * MIB
+    assert replay(deferred, 1 << 30).peak_allocated_bytes == 20 * MIB  # allocated is the same either way
+
+
+def test_blocks_merge_only_within_their_streams_segment():
+    alloc = CachingAllocator(1 << 30)
+    x, y = alloc.malloc(5 * MIB, stream=1), alloc.malloc(5 * MIB, stream=1)  # one 20 MiB segment of stream 1
+    z = alloc.malloc(5 * MIB, stream=0)  # a segment of its own: stream 1's remainder is not for stream 0
+    assert x.seg == y.seg != z.seg and alloc.reserved == 40 * MIB
+    alloc.record_stream(y, 0)
+    alloc.free(y)
+    alloc.free(x)  # [x][y][10 MiB tail]: y waits for stream 0, so neither x nor the tail merges through it
+    large = alloc.pools[1]
+    assert sorted(k[0] for k in large.blocks(1)) == [5 * MIB, 10 * MIB]
+    alloc.process_events()  # y comes back and the segment is whole again
+    assert [k[0] for k in large.blocks(1)] == [20 * MIB]
+    alloc.free(z)
+    assert [k[0] for k in large.blocks(0)] == [20 * MIB]  # each stream's segment whole, neither merged across
+    assert alloc.malloc(20 * MIB, stream=0).seg == z.seg and alloc.malloc(20 * MIB, stream=1).seg == x.seg
+
+
+def test_release_cached_waits_for_every_stream_before_an_oom():
+    # c10's release_cached_blocks starts with synchronize_and_free_events: a whole segment waiting for another
+    # stream is released on the retry path instead of failing the request
+    trace = [s(1), a(1, 20 * MIB), ("r", 1, 0), f(1), s(0), a(2, 20 * MIB), s(1), a(3, 20 * MIB)]
+    r = replay(trace, 40 * MIB)
+    assert not r.oom and r.num_alloc_retries == 1 and r.peak_reserved_bytes == 40 * MIB
+
+
+def test_expandable_segments_are_per_stream():
+    conf = AllocConf(expandable_segments=True)
+    assert replay([s(1), a(1, 20 * MIB), f(1), s(0), a(2, 20 * MIB)], 1 << 30, conf).peak_reserved_bytes == 40 * MIB
+    assert replay([a(1, 20 * MIB), f(1), a(2, 20 * MIB)], 1 << 30, conf).peak_reserved_bytes == 20 * MIB
+    deferred = [s(1), a(1, 20 * MIB), ("r", 1, 0), f(1), a(2, 20 * MIB)]
+    assert replay(deferred, 1 << 30, conf).peak_reserved_bytes == 40 * MIB
+    assert replay([*deferred[:-1], ("e", 0, 0), deferred[-1]], 1 << 30, conf).peak_reserved_bytes == 20 * MIB
+    assert not replay(deferred, 40 * MIB - 1, conf).oom  # unmapping after the sync makes room on the retry
+
+
+def test_max_split_size_releases_only_the_requesting_streams_oversize_blocks():
+    # release_available_cached_blocks searches the request's stream: stream 1's cached 40 MiB block is not
+    # released for stream 0, which then frees everything (release_cached_blocks) and retries
+    conf = AllocConf(max_split_size=30 * MIB)
+    r = replay([s(1), a(1, 40 * MIB), f(1), s(0), a(2, 40 * MIB)], 60 * MIB, conf)
+    assert not r.oom and r.num_alloc_retries == 1
+
+
+def test_a_snapshot_shows_a_block_waiting_for_another_stream_as_pending_free():
+    from oomdoctor.verify.allocator import snapshot_segments
+
+    alloc = CachingAllocator(1 << 30)
+    b = alloc.malloc(5 * MIB, stream=1)
+    alloc.record_stream(b, 0)
+    alloc.free(b)
+    [seg] = snapshot_segments(alloc, [])
+    assert [blk["state"] for blk in seg["blocks"]] == ["active_pending_free", "inactive"]
+    alloc.process_events()
+    assert [blk["state"] for blk in snapshot_segments(alloc, [])[0]["blocks"]] == ["inactive"]

@@ -520,3 +520,68 @@ def test_the_smaller_zero3_prefetch_fix_lowers_deepspeeds_caps_or_turns_fsdps_pr
                         (fsdp.params, "prefetches nothing"), (ds.params, "already")):
         with pytest.raises(NotApplicable, match=why):
             apply("smaller-zero3-prefetch", Variant(params, ""), "train")
+
+
+# --- streams: the tracker's stream events and ZeRO-3's gather stream ----------------------------------------------
+
+def test_the_tracker_writes_stream_events_that_survive_the_trace_file(tmp_path):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from oomdoctor.verify import simgpu
+    from oomdoctor.verify.trial import read_trace, write_trace
+
+    device = simgpu.setup()
+    tracker = simgpu.StorageTracker()
+    with FakeTensorMode(allow_non_fake_inputs=True), tracker:
+        with simgpu.on_stream(1):
+            gathered = torch.empty(1024, device=device)
+        simgpu.record_stream(gathered, 0)
+        del gathered
+        simgpu.process_events()
+        after = torch.empty(1024, device=device)
+        del after
+    assert tracker.trace == [("s", 1, 0), ("a", 0, 4096), ("r", 0, 0), ("f", 0, 4096), ("e", 0, 0),
+                             ("s", 0, 0), ("a", 1, 4096), ("f", 1, 4096)]
+    write_trace(str(tmp_path / "t.bin"), tracker.trace)
+    assert read_trace(tmp_path / "t.bin", 1 << 20) == tracker.trace
+
+
+def test_the_live_simulation_keeps_a_recorded_free_pending_until_the_sync():
+    from oomdoctor.units import MIB
+    from oomdoctor.verify import simgpu
+
+    with simgpu.simulate("1GiB") as gpu:
+        with simgpu.on_stream(1):
+            gathered = torch.empty(5 * MIB // 4, device=gpu)
+        simgpu.record_stream(gathered, 0)
+        del gathered
+        assert simgpu.ACTIVE is not None
+        states = [b["state"] for seg in simgpu.ACTIVE.snapshot()["segments"] for b in seg["blocks"]]
+        assert "active_pending_free" in states
+        simgpu.process_events()
+        states = [b["state"] for seg in simgpu.ACTIVE.snapshot()["segments"] for b in seg["blocks"]]
+        assert "active_pending_free" not in states
+
+
+def test_zero3_gathering_on_its_own_stream_costs_one_more_unit_of_reserved_memory():
+    # FSDP (layer units) in evaluation: each block's weights are gathered into a 24 MiB buffer (12 x 1024² bf16, a
+    # segment of its own size) on the unshard stream and freed with record_stream. On one stream block i+1's gather
+    # reuses block i's segment; with the stream, block i's buffer waits for the next compute to start, so block i+1
+    # needs a second segment (block i+2 then reuses block i's). Activations are small-pool blocks on the compute
+    # stream either way: reserved grows by exactly one unit, allocated not at all.
+    params = {**ZERO3, "width": 1024, "phase": "eval"}
+    unit = 12 * 1024 * 1024 * 2
+    one, two = (replay(steps=2, **params, zero3_streams=on) for on in (False, True))
+    assert two["peak_reserved_bytes"] - one["peak_reserved_bytes"] == unit
+    assert two["peak_allocated_bytes"] == one["peak_allocated_bytes"]
+    assert two["unlimited_peak_allocated_bytes"] == one["unlimited_peak_allocated_bytes"]
+
+
+def test_zero3_streams_off_needs_stage_3():
+    from pydantic import ValidationError
+
+    from oomdoctor.verify.params import TransformerParams
+
+    with pytest.raises(ValidationError, match="zero3_streams sets ZeRO-3/FSDP parameter gathering"):
+        TransformerParams.model_validate({**TINY, "zero3_streams": False})
+    assert not TransformerParams.model_validate({**ZERO3, "zero3_streams": False}).zero3_streams

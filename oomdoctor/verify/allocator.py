@@ -3,7 +3,11 @@
 Policy from c10/cuda/CUDACachingAllocator.cpp (notes §3): 512-byte rounding, small (≤1 MiB) and large pools,
 2 MiB / 20 MiB / round-to-2-MiB segments, best fit, split and merge, release-cached-and-retry before an OOM,
 max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions and expandable_segments.
-Single stream, no CUDA graphs. Pure Python: no torch import.
+Streams as c10 keeps them: a block belongs to the stream it was allocated on, a free block serves only requests of
+its own stream (BlockPool's (stream, size, address) order), segments are per stream, and a block recorded on another
+stream (record_stream) is freed only once that stream's work is done (insert_events / process_events, here when the
+caller says so). Stream 0 is the compute (current) stream; a trace that never names another is replayed as before.
+No CUDA graphs. Pure Python: no torch import.
 """
 
 from __future__ import annotations
@@ -154,17 +158,23 @@ def allocation_size(size: int) -> int:
     return -(-size // K_ROUND_LARGE) * K_ROUND_LARGE
 
 
+NO_STREAMS: frozenset[int] = frozenset()
+
+
 class Block:
-    """A range of a segment, free or allocated; blocks of a segment tile it in address order."""
+    """A range of a segment, free or allocated; blocks of a segment tile it in address order, all on its stream."""
 
-    __slots__ = ("addr", "allocated", "freed_at", "next", "prev", "seg", "size")
+    __slots__ = ("addr", "allocated", "event_count", "freed_at", "next", "prev", "seg", "size", "stream",
+                 "stream_uses")
 
-    def __init__(self, size: int, addr: int, seg: int) -> None:
-        self.size, self.addr, self.seg = size, addr, seg
+    def __init__(self, size: int, addr: int, seg: int, stream: int = 0) -> None:
+        self.size, self.addr, self.seg, self.stream = size, addr, seg, stream
         self.prev: Block | None = None
         self.next: Block | None = None
         self.allocated = False
         self.freed_at = 0
+        self.stream_uses = NO_STREAMS  # other streams it was used on (record_stream)
+        self.event_count = 0  # those streams' work not known done since its free: not in a pool yet
 
     def key(self) -> tuple[int, int]:
         return (self.size, self.addr)
@@ -200,27 +210,34 @@ class ReplayResult:
 
 @dataclass
 class _Pool:
+    """c10's BlockPool: free blocks in (stream, size, address) order, kept here as one sorted list per stream."""
+
     small: bool
-    free: list[tuple[int, int]] = field(default_factory=list)  # sorted (size, addr)
-    by_key: dict[tuple[int, int], Block] = field(default_factory=dict)
+    free: list[tuple[int, int]] = field(default_factory=list)  # stream 0's, sorted (size, addr)
+    side: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # other streams', sorted the same way
+    by_key: dict[tuple[int, int], Block] = field(default_factory=dict)  # every stream's (addresses are unique)
     free_block_calls: int = 0  # c10 get_free_blocks_call_count: a block's GC age counts this pool's searches
+
+    def blocks(self, stream: int) -> list[tuple[int, int]]:
+        """The free blocks of `stream`, sorted (size, addr)."""
+        return self.free if stream == 0 else self.side.setdefault(stream, [])
 
     def insert(self, b: Block) -> None:
         """insert_into_blocks: the block's age starts now."""
         b.freed_at = self.free_block_calls
         k = b.key()
-        bisect.insort(self.free, k)
+        bisect.insort(self.blocks(b.stream), k)
         self.by_key[k] = b
 
     def remove(self, b: Block) -> None:
         k = b.key()
-        i = bisect.bisect_left(self.free, k)
-        del self.free[i]
+        free = self.blocks(b.stream)
+        del free[bisect.bisect_left(free, k)]
         del self.by_key[k]
 
 
 class CachingAllocator:
-    """The native (segment-based) caching allocator with one stream, under `capacity - non_pytorch` bytes."""
+    """The native (segment-based) caching allocator, under `capacity - non_pytorch` bytes."""
 
     def __init__(self, capacity: int, conf: AllocConf | None = None, non_pytorch: int = 0,
                  total_capacity: int | None = None) -> None:
@@ -241,40 +258,77 @@ class CachingAllocator:
         self.segments = 0
         self.segments_allocated = 0  # c10's segment.all.allocated: every cudaMalloc'd segment, released or not
         self._next_addr = VA_TOP  # cudaMalloc hands out successive segments at lower addresses (seen on an H200)
-        self.expandable = (ExpandableSegment(True, self), ExpandableSegment(False, self)) \
-            if self.conf.expandable_segments else None
+        # one expandable segment per (stream, pool), made when first needed
+        self.expandable: dict[tuple[int, bool], ExpandableSegment] | None = \
+            {} if self.conf.expandable_segments else None
+        self.events: list[Block] = []  # freed blocks waiting for other streams' work (c10's cuda_events)
 
     # -- public ----------------------------------------------------------------------------------------------
-    def malloc(self, orig: int) -> Block:
+    def malloc(self, orig: int, stream: int = 0) -> Block:
         size = round_size(orig, self.conf.roundup_power2_divisions)
         small = size <= K_SMALL_SIZE
-        if self.expandable:
-            block = self.expandable[0 if small else 1].malloc(size)
+        if self.expandable is not None:
+            block = self._expandable(stream, small).malloc(size)
         else:
-            block = self._malloc_native(size, small)
+            block = self._malloc_native(size, small, stream)
         block.allocated = True
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
         return block
 
     def free(self, block: Block) -> None:
+        """free: allocated bytes drop now; a block used on other streams waits for their work (insert_events)."""
         block.allocated = False
         self.allocated -= block.size
-        if self.expandable:
-            self.expandable[0 if block.seg == -1 else 1].free(block)  # seg -1 small, -2 large
-            return
-        self._free_native(block)
+        if block.stream_uses:
+            self._insert_events(block)
+        else:
+            self._free_block(block)
+
+    def record_stream(self, block: Block, stream: int) -> None:
+        """recordStream: `block` is used on `stream` too (a use on its own stream needs nothing)."""
+        if stream != block.stream:
+            block.stream_uses = block.stream_uses | {stream}
+
+    def process_events(self) -> None:
+        """process_events with every recorded stream's work done: the blocks waiting on it go to their pools.
+        The caller says when (the point where the other streams' work is known complete)."""
+        waiting, self.events = self.events, []
+        for block in waiting:
+            block.event_count = 0
+            self._free_block(block)
+
+    # -- streams ---------------------------------------------------------------------------------------------
+    def _insert_events(self, block: Block) -> None:
+        """insert_events: one event per stream the block was used on; it stays out of every pool until done."""
+        block.event_count, block.stream_uses = len(block.stream_uses), NO_STREAMS
+        self.events.append(block)
+
+    def _free_block(self, block: Block) -> None:
+        """free_block: into its pool (or its expandable segment), merged with free neighbours."""
+        if self.expandable is not None:
+            self._expandable(block.stream, block.seg == -1).free(block)  # seg -1 small, -2 large
+        else:
+            self._free_native(block)
+
+    def _expandable(self, stream: int, small: bool) -> ExpandableSegment:
+        assert self.expandable is not None
+        seg = self.expandable.get((stream, small))
+        if seg is None:
+            seg = self.expandable[(stream, small)] = ExpandableSegment(small, self, stream)
+        return seg
 
     # -- native ----------------------------------------------------------------------------------------------
     def _pool(self, small: bool) -> _Pool:
         return self.pools[0 if small else 1]
 
-    def _get_free_block(self, pool: _Pool, size: int) -> Block | None:
+    def _get_free_block(self, pool: _Pool, size: int, stream: int) -> Block | None:
         pool.free_block_calls += 1
-        i = bisect.bisect_left(pool.free, (size, -1))
-        if i == len(pool.free):
-            return None
-        block = pool.by_key[pool.free[i]]
+        free = pool.blocks(stream)
+        i = bisect.bisect_left(free, (size, -1))
+        if i == len(free):
+            return None  # nothing of this stream is large enough, whatever other streams have cached
+        block = pool.by_key[free[i]]
         mss = self.conf.max_split_size
         if size < mss and block.size >= mss:
             return None  # do not hand out an oversize block to a normal request
@@ -286,33 +340,35 @@ class CachingAllocator:
     def _cuda_malloc(self, size: int) -> bool:
         return self.reserved + size <= self.allowed
 
-    def _new_segment(self, alloc_size: int, small: bool) -> Block:
+    def _new_segment(self, alloc_size: int, small: bool, stream: int) -> Block:
         self.segments += 1
         self.segments_allocated += 1  # also the segment's id (negative for the small pool)
         self._next_addr -= alloc_size
-        block = Block(alloc_size, self._next_addr, -self.segments_allocated if small else self.segments_allocated)
+        block = Block(alloc_size, self._next_addr, -self.segments_allocated if small else self.segments_allocated,
+                      stream)
         self.reserved += alloc_size
         self.peak_reserved = max(self.peak_reserved, self.reserved)
         return block
 
-    def _malloc_native(self, size: int, small: bool) -> Block:
+    def _malloc_native(self, size: int, small: bool, stream: int) -> Block:
         pool = self._pool(small)
         alloc_size = allocation_size(size)
-        block = self._get_free_block(pool, size)
+        block = self._get_free_block(pool, size, stream)
         if block is None:
             if self.fraction_set and self.conf.garbage_collection_threshold > 0:
                 self._garbage_collect()
-            if self._cuda_malloc(alloc_size) or (self._release_available(pool, size) and self._cuda_malloc(alloc_size)):
-                block = self._new_segment(alloc_size, small)
+            if self._cuda_malloc(alloc_size) or (self._release_available(pool, size, stream)
+                                                 and self._cuda_malloc(alloc_size)):
+                block = self._new_segment(alloc_size, small, stream)
             else:
                 self._release_cached()
                 self.retries += 1
                 if not self._cuda_malloc(alloc_size):
                     raise OutOfMemory(alloc_size)
-                block = self._new_segment(alloc_size, small)
+                block = self._new_segment(alloc_size, small, stream)
         remaining = block.size - size
         if self._should_split(small, size, remaining):
-            rest = Block(remaining, block.addr + size, block.seg)
+            rest = Block(remaining, block.addr + size, block.seg, block.stream)
             rest.prev, rest.next = block, block.next
             if block.next is not None:
                 block.next.prev = rest
@@ -328,8 +384,8 @@ class CachingAllocator:
 
     def _free_native(self, block: Block) -> None:
         pool = self._pool(block.seg < 0)
-        for other in (block.prev, block.next):
-            if other is not None and not other.allocated:
+        for other in (block.prev, block.next):  # try_merge_blocks: a segment's blocks share its stream
+            if other is not None and not other.allocated and not other.event_count:
                 pool.remove(other)
                 if other is block.prev:
                     block.addr = other.addr
@@ -351,13 +407,15 @@ class CachingAllocator:
     def _whole_free_segments(self, pool: _Pool) -> list[Block]:
         return [b for b in pool.by_key.values() if b.prev is None and b.next is None]
 
-    def _release_available(self, pool: _Pool, size: int) -> bool:
-        """release_available_cached_blocks: only with max_split_size; frees oversize cached segments."""
+    def _release_available(self, pool: _Pool, size: int, stream: int) -> bool:
+        """release_available_cached_blocks: only with max_split_size; frees oversize cached segments of the
+        requesting stream."""
         mss = self.conf.max_split_size
         if mss >= NO_SPLIT_LIMIT or pool.small:
             return False
         key = max(size, mss)
-        oversize = sorted((b for b in self._whole_free_segments(pool) if b.size >= mss), key=Block.key)
+        oversize = sorted((b for b in self._whole_free_segments(pool) if b.size >= mss and b.stream == stream),
+                          key=Block.key)
         for b in oversize:
             if b.size >= key:
                 self._release_block(pool, b)
@@ -371,7 +429,9 @@ class CachingAllocator:
         return released >= key
 
     def _release_cached(self) -> None:
-        """release_cached_blocks: cudaFree every cached block that is a whole segment (both pools)."""
+        """release_cached_blocks: wait for every stream (synchronize_and_free_events), then cudaFree every cached
+        block that is a whole segment (both pools, every stream)."""
+        self.process_events()
         for pool in self.pools:
             for b in self._whole_free_segments(pool):
                 self._release_block(pool, b)
@@ -401,7 +461,7 @@ class CachingAllocator:
         """What the OOM message says was tried for a request of `orig` bytes: the segment asked of cudaMalloc
         (get_allocation_size of the rounded size), or the rounded size itself with expandable segments."""
         size = round_size(orig, self.conf.roundup_power2_divisions)
-        return size if self.expandable else allocation_size(size)
+        return size if self.expandable is not None else allocation_size(size)
 
     def oom_message(self, alloc_size: int, device_index: int = 0) -> str:
         """An era-F (torch ≈2.11–2.13) CUDA OOM message for the modelled state."""
@@ -421,9 +481,10 @@ def snapshot_segments(alloc: CachingAllocator, live: Iterable[Block], frames_of:
                       device: int = 0) -> list[dict[str, Any]]:
     """The modelled state in `torch.cuda.memory._snapshot()`'s segment format (native segments: every free block is
     in a pool, every live one is given), so it is read by the same summary as a real snapshot. `frames_of(block)`
-    gives a live block's recorded stack (innermost first) or None."""
+    gives a live block's recorded stack (innermost first) or None. A freed block still waiting for another
+    stream's work is `active_pending_free`, as c10 shows it."""
     by_seg: dict[int, list[Block]] = {}
-    for b in [*live, *(b for pool in alloc.pools for b in pool.by_key.values())]:
+    for b in [*live, *alloc.events, *(b for pool in alloc.pools for b in pool.by_key.values())]:
         by_seg.setdefault(b.seg, []).append(b)
     segments = []
     for seg, blocks in sorted(by_seg.items(), key=lambda kv: min(b.addr for b in kv[1])):
@@ -432,24 +493,29 @@ def snapshot_segments(alloc: CachingAllocator, live: Iterable[Block], frames_of:
             "device": device, "address": blocks[0].addr, "total_size": sum(b.size for b in blocks),
             "allocated_size": sum(b.size for b in blocks if b.allocated), "segment_type": "small" if seg < 0 else "large",
             "is_expandable": False,
-            "blocks": [{"size": b.size, "state": "active_allocated" if b.allocated else "inactive",
+            "blocks": [{"size": b.size, "state": _block_state(b),
                         **({"frames": frames} if b.allocated and frames_of and (frames := frames_of(b)) else {})}
                        for b in blocks],
         })
     return segments
 
 
+def _block_state(b: Block) -> str:
+    return "active_allocated" if b.allocated else "active_pending_free" if b.event_count else "inactive"
+
+
 class ExpandableSegment:
-    """expandable_segments:True — one growing virtual segment per pool, physical memory mapped in pages.
+    """expandable_segments:True — one growing virtual segment per pool and stream, physical memory mapped in pages.
 
     Pages are 2 MiB (small pool) or 20 MiB (large pool). A block is placed in the free address range that needs
     no new pages (best fit), else where the fewest new pages are needed; on a failed mapping every fully
     free page is unmapped and the request retried once.
     """
 
-    def __init__(self, small: bool, owner: CachingAllocator) -> None:
+    def __init__(self, small: bool, owner: CachingAllocator, stream: int = 0) -> None:
         self.small = small
         self.owner = owner
+        self.stream = stream
         self.page = K_SMALL_BUFFER if small else K_LARGE_BUFFER
         self.live: dict[int, int] = {}  # page -> allocated bytes on it
         self.mapped: set[int] = set()
@@ -480,7 +546,8 @@ class ExpandableSegment:
         need = self._new_pages(addr, size) * self.page
         if owner.reserved + need > owner.allowed:
             self.owner.retries += 1
-            for seg in owner.expandable or ():
+            owner.process_events()  # release_cached_blocks waits for every stream first
+            for seg in (owner.expandable or {}).values():
                 seg.unmap_free_pages()
             addr = self._choose(size)
             need = self._new_pages(addr, size) * self.page
@@ -494,7 +561,7 @@ class ExpandableSegment:
             self.live[p] = self.live.get(p, 0) + (hi - lo)
         owner.reserved += need
         owner.peak_reserved = max(owner.peak_reserved, owner.reserved)
-        return Block(size, addr, -1 if self.small else -2)
+        return Block(size, addr, -1 if self.small else -2, self.stream)
 
     def _take(self, addr: int, size: int) -> None:
         i = bisect.bisect_left(self.free_ranges, (addr, -1))
@@ -526,25 +593,35 @@ class ExpandableSegment:
 
 def replay(trace: Iterable[tuple[str, int, int]], capacity: int, conf: AllocConf | None = None,
            non_pytorch: int = 0, total_capacity: int | None = None) -> ReplayResult:
-    """Replay ("a", id, bytes) / ("f", id, _) events; stop at the first OOM and describe it."""
+    """Replay ("a", id, bytes) / ("f", id, _) events; stop at the first OOM and describe it.
+
+    Streams: ("s", stream, _) puts the allocations after it on `stream` (0 until one says otherwise), ("r", id,
+    stream) records a live block's use on `stream`, ("e", _, _) says every recorded stream's work is done."""
     alloc = CachingAllocator(capacity, conf, non_pytorch, total_capacity)
     result = ReplayResult(capacity_bytes=capacity, non_pytorch_bytes=non_pytorch)
     live: dict[int, Block] = {}
-    n = 0
+    n = stream = 0
     for n, (kind, sid, nbytes) in enumerate(trace, 1):
         if kind == "a":
             try:
-                live[sid] = alloc.malloc(nbytes)
+                live[sid] = alloc.malloc(nbytes, stream)
             except OutOfMemory:
                 result.oom, result.oom_event = True, n
                 result.message = alloc.oom_message(alloc.shown_size(nbytes))
                 result.requested_bytes = nbytes
                 result.reserved_at_oom, result.allocated_at_oom = alloc.reserved, alloc.allocated
                 break
-        else:
+        elif kind == "f":
             block = live.pop(sid, None)
             if block is not None:
                 alloc.free(block)
+        elif kind == "s":
+            stream = sid
+        elif kind == "r":
+            if sid in live:
+                alloc.record_stream(live[sid], nbytes)
+        elif kind == "e":
+            alloc.process_events()
     result.events = n
     result.peak_allocated_bytes = alloc.peak_allocated
     result.peak_reserved_bytes = alloc.peak_reserved

@@ -104,6 +104,10 @@ class TransformerParams(BaseModel):
     zero3_max_reuse_distance_elements: int = Field(1_000_000_000, ge=0, description="module: DeepSpeed's "
                                                    "stage3_max_reuse_distance: a weight used again within this many "
                                                    "elements of other modules is not released (1e9)")
+    zero3_streams: bool = Field(True, description="layer/module: gathered weights are allocated on the all-gather "
+                                "stream's pool and freed with record_stream, so their memory is reused only after "
+                                "the next unit's compute starts (FSDP's unshard stream, DeepSpeed's allgather stream); "
+                                "false: one stream, reused at once")
     world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
     ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
     ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
@@ -124,6 +128,8 @@ class TransformerParams(BaseModel):
         if self.zero_bucket_elements and not self.zero_stage:
             raise ValueError("zero_bucket_elements is DeepSpeed ZeRO's reduce_bucket_size: it needs zero_stage 1-3")
         _zero3_settings_fit(self)
+        if not self.zero3_streams and self.zero_stage < 3:
+            raise ValueError("zero3_streams sets ZeRO-3/FSDP parameter gathering: it needs zero_stage: 3")
         return self
 
     @property

@@ -161,7 +161,10 @@ _CUBLASLT_OPS = {"addmm", "_addmm_activation"}  # with a 1-D bias these take ATe
 
 
 class StorageTracker(TorchDispatchMode):
-    """Emits an ordered trace of ("a", id, bytes) / ("f", id, 0) for every storage on the tracked device.
+    """Emits an ordered trace of ("a", id, bytes) / ("f", id, 0) for every storage on the tracked device, and the
+    stream events allocator.replay reads: ("s", stream, 0) before the first allocation on another stream than the
+    last one's, ("r", id, stream) when a storage is recorded on a stream, ("e", 0, 0) when the other streams' work
+    is known done. Everything is on stream 0 (the compute stream) unless `on_stream` says otherwise.
 
     Enter it *inside* FakeTensorMode so it sees ops first. Frees come from weakref callbacks on the storage
     object, which fire in whichever thread drops the last reference (backward runs on the device thread).
@@ -182,6 +185,29 @@ class StorageTracker(TorchDispatchMode):
         self._refs: dict[int, weakref.ref] = {}
         self._next = 0
         self.paused = 0
+        self.stream = 0  # what new storages are allocated on
+        self._trace_stream = 0  # the stream the trace's allocations are on so far
+
+    @contextlib.contextmanager
+    def on_stream(self, stream: int):
+        """Storages created inside are allocated on `stream` (torch.cuda.stream(s) around them)."""
+        saved, self.stream = self.stream, stream
+        try:
+            yield
+        finally:
+            self.stream = saved
+
+    def record_stream(self, t: torch.Tensor, stream: int) -> None:
+        """Tensor.record_stream: `t`'s storage is used on `stream`, so its free waits for that stream's work."""
+        sid = getattr(t.untyped_storage(), "_oomdoctor_sid", None)
+        if sid is not None and sid >= 0 and sid in self._refs:
+            self.trace.append(("r", sid, stream))
+            self._recorded(sid, stream)
+
+    def process_events(self) -> None:
+        """Every stream's work recorded so far is done: storages freed while waiting for it can be reused."""
+        self.trace.append(("e", 0, 0))
+        self._events_done()
 
     @contextlib.contextmanager
     def untracked(self):
@@ -206,12 +232,21 @@ class StorageTracker(TorchDispatchMode):
     def _freed(self, sid: int) -> None:
         """A storage died."""
 
+    def _recorded(self, sid: int, stream: int) -> None:
+        """A live storage was recorded on `stream`."""
+
+    def _events_done(self) -> None:
+        """The recorded streams' work is done."""
+
     def _add(self, nbytes: int) -> int:
         """Count a new device allocation of `nbytes` (already rounded) and return its id."""
         sid = self._next
         self._next += 1
         self.live += nbytes
         self.peak = max(self.peak, self.live)
+        if self.stream != self._trace_stream:
+            self._trace_stream = self.stream
+            self.trace.append(("s", self.stream, 0))
         self.trace.append(("a", sid, nbytes))
         return sid
 
@@ -292,6 +327,23 @@ def untracked():
     return ACTIVE.untracked() if ACTIVE is not None else contextlib.nullcontext()
 
 
+def on_stream(stream: int):
+    """A context where new storages are allocated on `stream` (no-op outside a tracked replay)."""
+    return ACTIVE.on_stream(stream) if ACTIVE is not None else contextlib.nullcontext()
+
+
+def record_stream(t: torch.Tensor, stream: int) -> None:
+    """`t.record_stream(stream)` on the simulated device (no-op outside a tracked replay)."""
+    if ACTIVE is not None:
+        ACTIVE.record_stream(t, stream)
+
+
+def process_events() -> None:
+    """The other streams' work is done (no-op outside a tracked replay)."""
+    if ACTIVE is not None:
+        ACTIVE.process_events()
+
+
 def _tensors(value: Any):
     if isinstance(value, torch.Tensor):
         yield value
@@ -314,7 +366,7 @@ class LiveTracker(StorageTracker):
         from oomdoctor.verify.allocator import OutOfMemory
 
         try:
-            block = self.allocator.malloc(nbytes)
+            block = self.allocator.malloc(nbytes, self.stream)
         except OutOfMemory:
             shown = self.allocator.shown_size(nbytes)
             self._report_oom(shown)
@@ -328,6 +380,13 @@ class LiveTracker(StorageTracker):
         if block is not None:
             self.frames.pop(id(block), None)
             self.allocator.free(block)
+
+    def _recorded(self, sid: int, stream: int) -> None:
+        if sid in self.blocks:
+            self.allocator.record_stream(self.blocks[sid], stream)
+
+    def _events_done(self) -> None:
+        self.allocator.process_events()
 
     def snapshot(self) -> dict[str, Any]:
         """The modelled state as `torch.cuda.memory._snapshot()` would give it (segments; no trace)."""

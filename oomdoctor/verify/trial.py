@@ -111,11 +111,12 @@ def replay_result(trace: list[tuple[str, int, int]], spec: dict[str, Any], start
     }
 
 
-TRACE_KINDS = {"a": 0, "f": 1}
+TRACE_KINDS = {"a": 0, "f": 1, "s": 2, "r": 3, "e": 4}  # alloc, free; stream: switch, record, events done
 
 
 def write_trace(path: str, trace: list[tuple[str, int, int]]) -> None:
-    """The storage trace as int64 triples (kind 0=alloc 1=free, storage id, bytes), written whole or not at all."""
+    """The storage trace as int64 triples (kind as TRACE_KINDS numbers it, id, bytes), written whole or not at
+    all."""
     from array import array
 
     flat = array("q")
@@ -140,11 +141,11 @@ def read_trace(path: str | Path, max_bytes: int) -> list[tuple[str, int, int]] |
             flat.fromfile(f, size // 8)
     except (OSError, EOFError):
         return None
-    kinds = ("a", "f")
+    kinds = tuple(TRACE_KINDS)
     out = []
     for i in range(0, len(flat), 3):
         k = flat[i]
-        if k not in (0, 1) or flat[i + 2] < 0:
+        if not 0 <= k < len(kinds) or flat[i + 2] < 0:
             return None
         out.append((kinds[k], flat[i + 1], flat[i + 2]))
     return out

@@ -16,6 +16,13 @@ Three ways to gather, chosen by `zero3_gather_unit`:
 
 Gathered buffers are the working set beside the model states (the 1/N shards, their gradients and optimizer states),
 which stay 16 bytes per parameter / N with AdamW and fp32 weights whatever the unit.
+
+Streams (`zero3_streams`, on by default; `layer` and `module`): both libraries all-gather on a stream of their own
+(FSDP's `_unshard` under `state._unshard_stream`, DeepSpeed's `__all_gather_params` under its `__allgather_stream`,
+a separate stream with overlap_comm, stage 3's default), so a gathered buffer is allocated from that stream's pool,
+and both free it with `record_stream(current_stream())` (FSDP's `_free_unsharded_flat_param`, DeepSpeed's
+`free_param`), so the caching allocator reuses it only once the compute stream's work on it is done. Here that is
+the next unit's or module's compute: a buffer freed after one unit's forward can serve the gather after the next.
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ from typing import Any
 
 import torch
 
+from oomdoctor.verify import simgpu
+
 ROOT = "root"  # FSDP's root unit: the parameters no block holds (embedding, final norm, head)
+COMPUTE_STREAM, GATHER_STREAM = 0, 1  # the current stream, and FSDP's unshard / DeepSpeed's allgather stream
 
 
 @dataclass(eq=False)
@@ -60,9 +70,10 @@ class Slot:
 class Gathering:
     """Per-matmul gathering (`matmul`): no unit outlives its op; the base of the other two."""
 
-    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(self, device: torch.device, dtype: torch.dtype, streams: bool = False) -> None:
         self.device = device
         self.dtype = dtype  # the compute dtype the last forward gathered in (backward has no autocast to ask)
+        self.streams = streams  # gather on GATHER_STREAM, free with record_stream on the compute stream
 
     def place(self, shape: tuple[int, ...], group: str) -> Slot | None:
         """The slot of a new sharded weight of block/root `group`; None: gathered per matmul."""
@@ -77,13 +88,21 @@ class Gathering:
         return slot.unit.buffer[slot.offset : slot.offset + n].view(slot.shape)
 
     def _gather(self, unit: Unit) -> None:
-        """All-gather `unit` into one flat buffer in the compute dtype."""
+        """All-gather `unit` into one flat buffer in the compute dtype (on the gather stream)."""
         if unit.buffer is None:
-            unit.buffer = torch.empty(unit.numel, dtype=self.dtype, device=self.device)
+            with simgpu.on_stream(GATHER_STREAM if self.streams else COMPUTE_STREAM):
+                unit.buffer = torch.empty(unit.numel, dtype=self.dtype, device=self.device)
 
     def _free(self, unit: Unit) -> None:
-        """Reshard `unit`: its gathered buffer goes."""
+        """Reshard `unit`: its gathered buffer goes (once the compute stream is done with it)."""
+        if self.streams and unit.buffer is not None:
+            simgpu.record_stream(unit.buffer, COMPUTE_STREAM)
         unit.buffer = None
+
+    def _compute_starts(self) -> None:
+        """A unit's or module's compute starts: the compute stream's work on earlier buffers is done by now."""
+        if self.streams:
+            simgpu.process_events()
 
     def forward_enter(self, group: str, dtype: torch.dtype) -> None:
         """FSDP's pre-forward of a unit."""
@@ -113,8 +132,9 @@ class Gathering:
 class FsdpGathering(Gathering):
     """PyTorch FSDP FULL_SHARD with one wrapped unit per block and the root unit (`layer`)."""
 
-    def __init__(self, device: torch.device, dtype: torch.dtype, forward_prefetch: int, backward_prefetch: int) -> None:
-        super().__init__(device, dtype)
+    def __init__(self, device: torch.device, dtype: torch.dtype, forward_prefetch: int, backward_prefetch: int,
+                 streams: bool = False) -> None:
+        super().__init__(device, dtype, streams)
         self.units: dict[str, Unit] = {}
         self.order: list[str] = []  # the units' pre-forward order, recorded as FSDP's execution-order data is
         self.forward_prefetch = forward_prefetch
@@ -141,6 +161,7 @@ class FsdpGathering(Gathering):
             self._gather(unit)
         if group not in self.order:
             self.order.append(group)
+        self._compute_starts()
 
     def forward_exit(self, group: str) -> None:
         unit = self.units.get(group)
@@ -155,6 +176,7 @@ class FsdpGathering(Gathering):
         self._gather(unit)
         for ahead in self._ahead(group, self.backward_prefetch, -1):  # BACKWARD_PRE: before this unit's compute
             self._gather(ahead)
+        self._compute_starts()
 
     def backward_exit(self, group: str) -> None:
         unit = self.units.get(group)
@@ -176,6 +198,7 @@ class FsdpGathering(Gathering):
         for group, unit in self.units.items():
             if unit.in_backward:
                 self.backward_exit(group)
+        self._compute_starts()  # the optimizer step
 
 
 class DeepSpeedGathering(Gathering):
@@ -183,8 +206,8 @@ class DeepSpeedGathering(Gathering):
     recorded module order, release unless reused soon or persistent."""
 
     def __init__(self, device: torch.device, dtype: torch.dtype, prefetch_bucket: int, max_live: int,
-                 persistence_threshold: int, max_reuse_distance: int) -> None:
-        super().__init__(device, dtype)
+                 persistence_threshold: int, max_reuse_distance: int, streams: bool = False) -> None:
+        super().__init__(device, dtype, streams)
         self.prefetch_bucket = prefetch_bucket
         self.max_live = max_live
         self.persistence_threshold = persistence_threshold
@@ -214,10 +237,11 @@ class DeepSpeedGathering(Gathering):
         self._gather(unit)
         if self.trace is None:
             self.recording.append(unit)
-            return
-        self._take_off_queue(unit)
-        self.pos += 1
-        self._prefetch()
+        else:
+            self._take_off_queue(unit)
+            self.pos += 1
+            self._prefetch()
+        self._compute_starts()
 
     def _take_off_queue(self, unit: Unit) -> None:
         """The current use leaves the queue, unless a prefetch took it off already."""
@@ -265,6 +289,7 @@ class DeepSpeedGathering(Gathering):
         for unit in self.units:
             if not unit.persistent:
                 self._free(unit)
+        self._compute_starts()  # the optimizer step
         self.queue = deque(self.trace)
         self.claimed.clear()
         self.pos = 0
@@ -272,11 +297,13 @@ class DeepSpeedGathering(Gathering):
 
 def gathering(p: Any, device: torch.device, dtype: torch.dtype) -> Gathering:
     """The gathering `p` (TransformerParams at zero_stage 3) asks for."""
+    streams = getattr(p, "zero3_streams", True)
     if p.zero3_gather_unit == "layer":
-        return FsdpGathering(device, dtype, p.zero3_forward_prefetch_units, p.zero3_backward_prefetch_units)
+        return FsdpGathering(device, dtype, p.zero3_forward_prefetch_units, p.zero3_backward_prefetch_units, streams)
     if p.zero3_gather_unit == "module":
         return DeepSpeedGathering(device, dtype, p.zero3_prefetch_bucket_elements, p.zero3_max_live_elements,
-                                  p.zero3_persistence_threshold_elements, p.zero3_max_reuse_distance_elements)
+                                  p.zero3_persistence_threshold_elements, p.zero3_max_reuse_distance_elements,
+                                  streams)
     return Gathering(device, dtype)
 
 
