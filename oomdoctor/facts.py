@@ -10,7 +10,7 @@ from oomdoctor.estimate import ActivationEstimate, activations
 from oomdoctor.modelshapes import shape_of
 from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, ParseResult, RunContext
 from oomdoctor.units import IMPLAUSIBLE_BYTES, MIB
-from oomdoctor.verify.allocator import allocation_size, round_size
+from oomdoctor.verify.rounding import allocation_size, round_size
 
 FactType = Literal["bytes", "int", "float", "bool", "str"]
 

@@ -20,13 +20,15 @@ import warnings
 import zlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from oomdoctor.errors import InputError
 from oomdoctor.parse.formats import TRIGGERS
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 try:
     import ahocorasick_rs
@@ -154,6 +156,8 @@ def _pool() -> ThreadPoolExecutor | None:
     if THREADS < 2 or ahocorasick_rs is None:
         return None
     if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor  # local: a small log needs no threads (and no logging import)
+
         _POOL = ThreadPoolExecutor(THREADS - 1, thread_name_prefix="oomdoctor-scan")
     return _POOL
 

@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomdoctor.units import MIB, format_bytes
+from oomdoctor.verify.rounding import (
+    K_LARGE_BUFFER,
+    K_MIN_BLOCK,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+    allocation_size,
+    round_size,
+)
 
-K_MIN_BLOCK = 512
-K_SMALL_SIZE = 1 * MIB
-K_SMALL_BUFFER = 2 * MIB
-K_MIN_LARGE_ALLOC = 10 * MIB
-K_ROUND_LARGE = 2 * MIB
-K_LARGE_BUFFER = 20 * MIB
 NO_SPLIT_LIMIT = 2**63
 # Where the modelled device addresses start. PyTorch breaks ties between equal free blocks by address, and cudaMalloc
 # gave each new segment a lower address than the last (99 of 99 steps on an H200, docs/verify.md): the model does too.
@@ -134,28 +136,6 @@ def _split_conf(text: str) -> list[str]:
     if cur.strip():
         items.append(cur)
     return [i for i in (s.strip() for s in items) if i]
-
-
-def round_size(size: int, divisions: int = 0) -> int:
-    """c10 round_size: at least 512 B, multiples of 512 B, or the next power-of-two division if configured."""
-    if size < K_MIN_BLOCK:
-        return K_MIN_BLOCK
-    if divisions > 1 and size > K_MIN_BLOCK * divisions:
-        floor = 1 << (size.bit_length() - 1)
-        if floor == size:
-            return size
-        step = floor // divisions
-        return floor + -(-(size - floor) // step) * step
-    return -(-size // K_MIN_BLOCK) * K_MIN_BLOCK
-
-
-def allocation_size(size: int) -> int:
-    """c10 get_allocation_size: the segment cudaMalloc'd for a rounded request."""
-    if size <= K_SMALL_SIZE:
-        return K_SMALL_BUFFER
-    if size < K_MIN_LARGE_ALLOC:
-        return K_LARGE_BUFFER
-    return -(-size // K_ROUND_LARGE) * K_ROUND_LARGE
 
 
 NO_STREAMS: frozenset[int] = frozenset()
