@@ -69,3 +69,15 @@ def test_errors_are_never_cached(cache_dir, tmp_path):
     for _ in range(2):
         with pytest.raises(RuleLoadError):
             load_rules([pack])
+
+
+def test_the_cached_paths_are_spelled_as_the_folder_was_given(cache_dir, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    pack = tmp_path / "pack"
+    shutil.copytree(DEFAULT_RULES_DIR / "capacity", pack)
+    monkeypatch.chdir(tmp_path)
+    relative = load_rules([Path("pack")], include_default=False)
+    absolute = load_rules([pack], include_default=False)
+    assert relative and all(not r.path.is_absolute() for r in relative.values())
+    assert all(r.path.is_absolute() and r.path.parent == pack for r in absolute.values())

@@ -39,10 +39,11 @@ def catalog_key(dirs: Sequence[Path]) -> str | None:
         for d in dirs:
             if not d.is_dir():
                 return None
-            h.update(f"\0dir\0{d.resolve()}".encode())
+            # the folder as given (the cached paths are spelled from it) and where it is; each file by its place in it
+            h.update(f"\0dir\0{d}\0{d.resolve()}".encode())
             for p in rule_files(d):
                 data = p.read_bytes()
-                h.update(f"\0{p.resolve()}\0{len(data)}\0".encode() + data)
+                h.update(f"\0{p.relative_to(d)}\0{len(data)}\0".encode() + data)
     except OSError:
         return None
     return h.hexdigest()
