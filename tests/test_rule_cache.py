@@ -81,3 +81,16 @@ def test_the_cached_paths_are_spelled_as_the_folder_was_given(cache_dir, tmp_pat
     absolute = load_rules([pack], include_default=False)
     assert relative and all(not r.path.is_absolute() for r in relative.values())
     assert all(r.path.is_absolute() and r.path.parent == pack for r in absolute.values())
+
+
+def test_old_catalogs_are_pruned_so_rule_edits_do_not_pile_up(cache_dir, monkeypatch):
+    import os
+
+    monkeypatch.setattr(cache, "KEEP_CATALOGS", 3)
+    for n in range(6):  # six edits of a rule pack: six keys
+        cache.store(f"{n:032x}" * 2, [])
+        os.utime(cache_dir / f"rules-{n:032x}.json", (1000 + n, 1000 + n))
+    cache.store("f" * 64, [])  # the newest write prunes the rest
+    kept = sorted(p.name for p in cache_dir.glob("rules-*.json"))
+    assert kept == sorted(["rules-" + "f" * 32 + ".json", f"rules-{5:032x}.json", f"rules-{4:032x}.json"])
+    assert cache.load("f" * 64) == []

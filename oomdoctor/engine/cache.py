@@ -16,6 +16,7 @@ from oomdoctor import __version__
 
 CACHE_ENV = "OOMDOCTOR_CACHE_DIR"  # a folder, or "off" to read and write no cache
 CACHE_FORMAT = 1  # bump when the cached document changes shape
+KEEP_CATALOGS = 16  # catalogs kept after a write, newest first: one per rule edit or upgrade would pile up
 
 
 def rule_files(directory: Path) -> list[Path]:
@@ -80,7 +81,22 @@ def store(key: str | None, rules: list[tuple[str, Any, str]]) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"key": key, "rules": rules}, f)
         os.replace(tmp, path)
+        tmp = None
+        _prune(path.parent)
     except OSError:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _prune(folder: Path) -> None:
+    """Remove all but the KEEP_CATALOGS most recently written catalogs (each edit of a rule writes a new one)."""
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    for old in sorted(folder.glob("rules-*.json"), key=mtime, reverse=True)[KEEP_CATALOGS:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
