@@ -36,6 +36,23 @@ def test_sharding_settings_are_validated_as_for_the_built_in_model():
     assert HFParams.model_validate({**base, "zero_stage": 3, "world_size": 8, "batch": 2}).effective_batch == 16
 
 
+def test_the_sharding_fixes_apply_to_an_hf_model_and_cpu_offload_says_it_is_not_replayed():
+    from oomdoctor.verify.fixes import NotApplicable, Variant, apply
+
+    params = HFParams.model_validate({"config": "meta-llama/Meta-Llama-3-8B", "zero_stage": 2, "world_size": 4,
+                                      "zero_bucket_elements": 500_000_000}).model_dump()
+    base = Variant(params, "")
+    # the bucket to HF's "auto", hidden_size² of the architecture (4096 for Llama-3-8B)
+    assert apply("smaller-zero-buckets", base, "train").changes == {"zero_bucket_elements": [500_000_000, 4096**2]}
+    assert apply("raise-zero-stage", base, "train").params["zero_stage"] == 3
+    assert apply("more-gpus", base, "train").params["world_size"] == 8
+    module = Variant({**params, "zero_stage": 3, "zero3_gather_unit": "module"}, "")
+    assert apply("smaller-zero3-prefetch", module, "train").params["zero3_prefetch_bucket_elements"] == int(
+        0.9 * 4096**2)
+    with pytest.raises(NotApplicable, match="not replayed for model: hf"):
+        apply("cpu-offload", base, "train")
+
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
