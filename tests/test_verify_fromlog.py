@@ -30,7 +30,7 @@ def test_config_carries_the_runs_facts_and_names_its_assumptions():
 
 def test_every_written_value_says_where_it_came_from(tmp_path):
     # the ZeRO-3 seed: batch and accumulation from DeepSpeed's JSON config, the stage from its config print, the
-    # head count derived, the limit from the OOM message; the config loads as written
+    # limit from the OOM message; the config loads as written. A built-in replay's head count is derived.
     from oomdoctor.verify.config import load
     from oomdoctor.verify.fromlog import write
 
@@ -42,11 +42,13 @@ def test_every_written_value_says_where_it_came_from(tmp_path):
     for key, fact_line in (("batch", 170), ("grad_accum", 167), ("zero_stage", 150), ("world_size", 145)):
         quoted = lines[key].split(f"{log}:{fact_line}  ", 1)[1]
         assert quoted.rstrip("…")[:20] in text[fact_line - 1]  # the quoted text is that line's own
-    assert "# derived: width / 128" in lines["heads"]
     assert f"{log}:249" in lines["limit"] and "phase" in lines and f"{log}:" in lines["phase"]
     params = yaml.safe_load(out.read_text())["workload"]["params"]
     assert all("  # " in lines[k] for k in params)  # every value of the workload carries its origin
     assert load(out).capacity_bytes > 0
+    megatron = tmp_path / "megatron.yaml"
+    write(str(ROOT / "fixtures/synthetic/syn-megatron-iteration.log"), megatron)
+    assert "# derived: width / 128" in next(ln for ln in megatron.read_text().splitlines() if "heads:" in ln)
 
 
 def test_an_assumed_value_is_marked_assumed_beside_it(tmp_path):
@@ -180,9 +182,11 @@ def test_a_zero3_log_replays_sharded_and_checkpointing_fits(tmp_path):
     # Issue 12's seed "a Llama at 4k tokens under ZeRO-3 without checkpointing": the stage and world size come from
     # DeepSpeed's own config print (zero_optimization_stage ...... 3, world_size ...... 8), the replay reproduces the
     # OOM at the card's limit, and turning on gradient checkpointing fits.
-    config, _ = _seed("syn-zero3-4k-no-ckpt", "torch")
+    config, _ = _seed("syn-zero3-4k-no-ckpt", "torch", "transformers")
     p = config["workload"]["params"]
     assert (p["zero_stage"], p["world_size"], p["seq_len"], p["batch"]) == (3, 8, 4096, 4)
+    # Meta-Llama-3-8B's own architecture, sharded as DeepSpeed's bf16 mode does (fp32 master weights and moments)
+    assert (config["workload"]["model"], p["zero3_gather_unit"], p["master_weights"]) == ("hf", "module", True)
     assert "gradient_checkpointing" not in p and "gradient-checkpointing" in config["fixes"]
     result, by_fix = _verify_on_sim(config, ["gradient-checkpointing"], tmp_path)
     assert result["baseline_reproduced"] and by_fix["baseline"]["oom"] is True
@@ -276,6 +280,35 @@ def test_an_fsdp_sharding_strategy_replays_as_the_zero_stage_that_shards_the_sam
         TransformerParams.model_validate(params)
     (tmp_path / "f.log").write_text(head + "  fsdp_sharding_strategy: NO_SHARD\n" + oom)
     assert "zero_stage" not in build(str(tmp_path / "f.log"))[0]["workload"]["params"]  # replicated: no stage
+
+
+def test_a_sharded_run_of_a_catalogued_model_replays_its_own_architecture_sharded(tmp_path):
+    # FSDP FULL_SHARD and DeepSpeed ZeRO-2 of a model the catalog knows: `model: hf` with the log's stage and world
+    # size; DeepSpeed's bf16 mode keeps fp32 master weights, FSDP's optimizer steps the weights as loaded
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("needs transformers (the [integrations] extra)")
+    from oomdoctor.verify.params import HFParams
+
+    fsdp = ("+ torchrun --nproc_per_node=8 train.py --model_name_or_path meta-llama/Llama-3.2-1B "
+            "--per_device_train_batch_size 4 --bf16\n"
+            "fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>, <FSDPOption.AUTO_WRAP: 'auto_wrap'>],\n")
+    deepspeed = ("[2024-05-02 10:00:01,100] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator "
+                 "to cuda (auto detect)\n+ deepspeed --num_gpus 8 train.py --model_name_or_path meta-llama/Llama-3.2-1B "
+                 "--deepspeed ds_config_zero2.json --per_device_train_batch_size 4 --bf16\n")
+    oom = "  1%|          | 12/1000 [00:31<42:58,  2.61s/it]\n" + ZERO_RUN_OOM
+    for head, stage, unit, master in ((fsdp, 3, None, None), (deepspeed, 2, "module", True)):
+        (tmp_path / "s.log").write_text(head + oom)
+        config, notes = build(str(tmp_path / "s.log"))
+        p = config["workload"]["params"]
+        assert config["workload"]["model"] == "hf" and "own architecture" in notes[0], notes
+        assert (p["zero_stage"], p["world_size"], p.get("zero3_gather_unit"), p.get("master_weights")) == (
+            stage, 8, unit, master)
+        assert not any("stands in" in n for n in notes)
+        HFParams.model_validate(p)
 
 
 def test_a_data_parallel_training_step_also_tries_gradients_as_bucket_views(tmp_path):

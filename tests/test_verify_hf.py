@@ -222,7 +222,8 @@ def test_resident_adam_states_match_what_torch_adamw_creates(lora_rank):
     from oomdoctor.verify.hfmodel import _optimizer_states, build
     from oomdoctor.verify.params import HFParams
 
-    model = build(HFParams(config=TINY_LLAMA, dtype="bfloat16", lora_rank=lora_rank), torch.device("cpu"))
+    params = HFParams(config=TINY_LLAMA, dtype="bfloat16", lora_rank=lora_rank)
+    model = build(params, torch.device("cpu"))
     for q in model.parameters():
         if q.requires_grad:
             q.data.normal_()
@@ -230,7 +231,7 @@ def test_resident_adam_states_match_what_torch_adamw_creates(lora_rank):
     optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad])
     optimizer.step()
     real = [t for state in optimizer.state.values() for k, t in state.items() if k != "step"]
-    ours = _optimizer_states(model, "adamw")
+    ours = _optimizer_states(model, params, torch.device("cpu"))
     assert sorted((t.dtype, t.numel()) for t in ours) == sorted((t.dtype, t.numel()) for t in real)
 
 

@@ -56,13 +56,28 @@ def _switch_on(v: Variant, key: str, already: str) -> Variant:
     return _set(v, **{key: True})
 
 
+def _architecture(params: dict[str, Any]) -> dict[str, Any]:
+    """The config keys of a `model: hf` workload named from the catalog or inline, with its overrides; else {}."""
+    config = params.get("config")
+    found = config if isinstance(config, dict) else from_catalog(config) if isinstance(config, str) else None
+    return {**found, **(params.get("overrides") or {})} if found else {}
+
+
 def _model_type(params: dict[str, Any]) -> str | None:
     """The transformers model_type of a `model: hf` workload named from the catalog or inline; else None."""
-    config = params.get("config")
-    if isinstance(config, dict):
-        return config.get("model_type")
-    found = from_catalog(config) if isinstance(config, str) else None
-    return found["model_type"] if found else None
+    return _architecture(params).get("model_type")
+
+
+def _width(params: dict[str, Any]) -> int:
+    """The model's hidden size: the built-in transformer's width, or a `model: hf` architecture's hidden_size (its
+    language model's, for a vision-language model)."""
+    if "width" in params:
+        return int(params["width"])
+    keys = _architecture(params)
+    size = keys.get("hidden_size") or keys.get("n_embd") or (keys.get("text_config") or {}).get("hidden_size")
+    if not size:
+        raise NotApplicable("the workload's params have no 'width' key and its architecture names no hidden size")
+    return int(size)
 
 
 def halve_batch(v: Variant, phase: str) -> Variant:
@@ -170,6 +185,8 @@ def raise_zero_stage(v: Variant, phase: str) -> Variant:
 
 
 def cpu_offload(v: Variant, phase: str) -> Variant:
+    if "offload" not in v.params and "config" in v.params:
+        raise NotApplicable("CPU offload (ZeRO-Offload) is not replayed for model: hf")
     _need(v.params, "offload")
     offload = v.params["offload"]
     if offload == "none":
@@ -217,8 +234,7 @@ def smaller_zero_buckets(v: Variant, phase: str) -> Variant:
     elements = int(v.params.get("zero_bucket_elements") or 0)
     if not elements:
         raise NotApplicable("the workload has no ZeRO gradient buckets (zero_bucket_elements)")
-    _need(v.params, "width")
-    auto = int(v.params["width"]) ** 2  # HF's "auto" for DeepSpeed: hidden_size x hidden_size
+    auto = _width(v.params) ** 2  # HF's "auto" for DeepSpeed: hidden_size x hidden_size
     if elements <= auto * 1.01:  # a resolved "auto" printed in JSON's short float form (1.677722e+07) is the same
         raise NotApplicable(f"the buckets are already at most hidden_size² ({auto} elements)")
     return _set(v, zero_bucket_elements=auto)
@@ -242,8 +258,7 @@ def smaller_zero3_prefetch(v: Variant, phase: str) -> Variant:
         return _set(v, **on)
     if unit != "module":
         raise NotApplicable("the replay gathers each weight just before its matmul (zero3_gather_unit: matmul)")
-    _need(v.params, "width")
-    target = {"zero3_prefetch_bucket_elements": int(0.9 * int(v.params["width"]) ** 2),
+    target = {"zero3_prefetch_bucket_elements": int(0.9 * _width(v.params) ** 2),
               "zero3_max_live_elements": ZERO3_FIX_LIVE_ELEMENTS, "zero3_max_reuse_distance_elements": ZERO3_FIX_LIVE_ELEMENTS}
     lower = {k: low for k, low in target.items() if int(v.params.get(k, _default(k))) > low}
     if not lower:

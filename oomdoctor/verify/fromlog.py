@@ -12,7 +12,7 @@ from oomdoctor.errors import UsageError
 from oomdoctor.fixids import VERIFIABLE
 from oomdoctor.outfile import write_atomic
 from oomdoctor.units import format_bytes
-from oomdoctor.verify.params import TransformerParams
+from oomdoctor.verify.params import TransformerParams, ZeroParams
 
 DEVICE_KINDS = ("cuda_oom", "hip_oom", "xpu_oom", "cuda_error")
 PHASES = {"train": "train", "eval": "eval", "generate": "generate", "save": "train", "init": "train"}
@@ -37,7 +37,7 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "eval_accumulation_steps": ("eval_accumulation_steps",), "eval_world_size": ("world_size",),
     "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
     "completion_len": ("max_completion_length",), "generate_in_training": ("num_generations",),
-    "reference_model": ("kl_beta",), "ddp_buckets": ("world_size",),
+    "reference_model": ("kl_beta",), "ddp_buckets": ("world_size",), "master_weights": ("stack_deepspeed",),
     "config": ("model_name",), "optimizer": ("optimizer",), "dtype": ("model_dtype", "mixed_precision", "bf16", "fp16"),
     "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
 }
@@ -321,8 +321,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     if importlib.util.find_spec("transformers") is None:
         return None, [f"model: {name} is catalogued, but transformers is not installed: the built-in transformer "
                       "stands in (pip install 'oomdoctor[integrations]' replays the real architecture)"]
-    lacking = [what for what, used in (("ZeRO/FSDP sharding", "zero_stage" in params),
-                                       (f"phase {phase}", not hf_replays(architecture["model_type"], phase)),
+    lacking = [what for what, used in ((f"phase {phase}", not hf_replays(architecture["model_type"], phase)),
                                        ("LoRA without peft installed",
                                         "lora_rank" in params and importlib.util.find_spec("peft") is None)) if used]
     if lacking:
@@ -332,7 +331,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
         hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
                 "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training", "completion_len",
-                "reference_model", "ddp_buckets"):
+                "reference_model", *ZeroParams.model_fields):  # ZeRO/FSDP sharding and DDP's buckets as read
         if key in params:
             hf[key] = params[key]
     optimizer = params.get("optimizer")
@@ -350,6 +349,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     else:
         notes.append("weights: the dtype they were loaded in is not in the log, assumed float32 (transformers' "
                      "default before 5)")
+    if d.get("stack_deepspeed") and hf.get("dtype") in ("bfloat16", "float16"):
+        hf["master_weights"] = True  # DeepSpeed's bf16/fp16 optimizer: fp32 master weights and moments
     return {"model": "hf", "params": {"config": name, **hf}}, notes
 
 

@@ -2,7 +2,10 @@
 
 Built on the meta device (no memory), then materialised on the target device, so every parameter, gradient,
 optimizer state and activation is the library's own: its attention implementation, its MLP, its loss with
-fp32 logits. Imports torch and transformers; only trial subprocesses import this module.
+fp32 logits. As one rank of a ZeRO/FSDP job (`zero_stage`, `world_size`): stage 1 shards the optimizer's states,
+stage 2 also the gradients (the built-in workload's ZeRO optimizer), stage 3 also the parameters, partitioned before
+they are materialised and gathered around each module (verify/hfzero.py). Imports torch and transformers; only trial
+subprocesses import this module.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import torch
 
 from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, hf_replays, resolve
+from oomdoctor.verify.hfzero import Partition, Zero3, partition
 from oomdoctor.verify.params import HFParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -44,6 +48,11 @@ def auto_class(model_type: str) -> Any:
 
 def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> Any:
     """The model from its config, materialised (uninitialised) on `device` in the weights' dtype."""
+    return _build(p, device, base_dir)[0]
+
+
+def _build(p: HFParams, device: torch.device, base_dir: Path | None) -> tuple[Any, Partition | None]:
+    """The model, and at ZeRO stage 3 how its parameters are partitioned: only this rank's shards are materialised."""
     import transformers
 
     keys = {**resolve(p.config, base_dir), **p.overrides}
@@ -65,15 +74,18 @@ def build(p: HFParams, device: torch.device, base_dir: Path | None = None) -> An
             with warnings.catch_warnings():  # peft asks transformers a property it deprecated: not the user's to fix
                 warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
                 model = peft.get_peft_model(model, lora)
+        part = partition(model, p.world_size) if p.zero_stage == 3 else None
     model = model.to_empty(device=device)
+    if part is not None:
+        return model, part.materialised()  # a tied weight is one shard again
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()
-    return model
+    return model, None
 
 
 def _frozen_copy(p: HFParams, device: torch.device, base_dir: Path | None) -> Any:
     """The reference policy an RL or preference trainer keeps beside the one it trains: the same architecture and
-    dtype, frozen, never stepped."""
+    dtype, frozen, never stepped; sharded like the policy at ZeRO stage 3 (TRL prepares it with the same plugin)."""
     reference = build(p.model_copy(update={"lora_rank": 0}), device, base_dir)
     reference.requires_grad_(False)
     return reference.eval()
@@ -87,12 +99,21 @@ def _adam_moments(q: torch.Tensor, eight_bit: bool) -> list[torch.Tensor]:
     return bnb_states(q.numel(), q.device) if eight_bit else [torch.zeros_like(q), torch.zeros_like(q)]
 
 
-def _optimizer_states(model: Any, optimizer: str) -> list[torch.Tensor]:
-    """What a mid-training optimizer holds: AdamW's moments for every trainable parameter (any of its variants);
-    none for SGD."""
-    if optimizer not in ("adamw", "adamw_fused", "adamw8bit"):
+def _zero_optimizer(p: HFParams) -> bool:
+    """Whether the step's optimizer is DeepSpeed's/FSDP's (sharded states, fp32 master weights), not torch.optim's."""
+    return p.zero_stage >= 1 or p.master_weights
+
+
+def _optimizer_states(model: Any, p: HFParams, device: torch.device) -> Any:
+    """What a mid-training optimizer holds: AdamW's moments for every trainable parameter (any of its variants),
+    none for SGD; under ZeRO this rank's share of them (and of the master weights)."""
+    from oomdoctor.verify.workload import mid_training_states
+
+    if _zero_optimizer(p):
+        return mid_training_states(model, p, device)
+    if p.optimizer not in ("adamw", "adamw_fused", "adamw8bit"):
         return []
-    return [s for q in model.parameters() if q.requires_grad for s in _adam_moments(q, optimizer == "adamw8bit")]
+    return [s for q in model.parameters() if q.requires_grad for s in _adam_moments(q, p.optimizer == "adamw8bit")]
 
 
 class InPlaceAdamW(torch.optim.Optimizer):
@@ -116,9 +137,14 @@ class InPlaceAdamW(torch.optim.Optimizer):
                 q.add_(q.grad, alpha=-group["lr"])
 
 
-def _optimizer(model: Any, name: str) -> Any:
+def _optimizer(model: Any, p: HFParams, device: torch.device) -> Any:
     """The optimizer HF Trainer would build: torch's AdamW (foreach, or fused) and SGD, transformers' own Adafactor
-    (factored moments), bitsandbytes' 8-bit AdamW."""
+    (factored moments), bitsandbytes' 8-bit AdamW; under ZeRO, the sharded one of the built-in workload."""
+    from oomdoctor.verify.workload import Optimizer
+
+    if _zero_optimizer(p):
+        return Optimizer(model, p, device)
+    name = p.optimizer
     if name == "adafactor":
         from transformers.optimization import Adafactor
 
@@ -210,8 +236,8 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     from oomdoctor.verify.workload import DdpBuckets, keeping
 
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
-    model = build(p, device, base_dir)
-    step = _step(p, model, device, phase)
+    model, part = _build(p, device, base_dir)
+    step = _step(p, model, device, phase, _zero3(p, part, device))
     beside: list[Any] = []
     if p.reference_model:
         beside.append(_frozen_copy(p, device, base_dir))
@@ -220,9 +246,26 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     return keeping(step, beside)
 
 
-def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable[[], None]:
-    """One step of `phase` on the built model."""
-    from oomdoctor.verify.workload import offload_activations
+def _zero3(p: HFParams, part: Partition | None, device: torch.device) -> Zero3 | None:
+    """A partitioned model's gathering (ZeRO stage 3), as `zero3_gather_unit` and its prefetch settings ask."""
+    from oomdoctor.verify.zero3 import gathering
+
+    return Zero3(part, gathering(p, device, DTYPES[p.dtype]), DTYPES[p.dtype]) if part is not None else None
+
+
+def _step(p: HFParams, model: Any, device: torch.device, phase: str, zero: Zero3 | None) -> Callable[[], None]:
+    """One step of `phase` on the built model (`zero`: its parameters' gathering at ZeRO stage 3)."""
+    from oomdoctor.verify.workload import offload_activations, offload_hooks
+
+    def saving(offload: bool) -> Any:
+        """A forward's saved tensors: gathered weights kept as where they live (ZeRO-3), activations offloaded."""
+        if zero is not None:
+            return zero.forward(offload_hooks() if offload else None)
+        return offload_activations(offload)
+
+    def end_pass() -> None:
+        if zero is not None:
+            zero.end_pass()
 
     autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast else contextlib.nullcontext())
     kind = model.config.model_type
@@ -240,22 +283,27 @@ def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable
             with warnings.catch_warnings():  # renamed activation_checkpointing_enable in transformers 5, same call
                 warnings.simplefilter("ignore", FutureWarning)
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        opt = _optimizer(model, p.optimizer)
+        opt = _optimizer(model, p, device)
+        buckets = opt.backward_buckets if _zero_optimizer(p) else list  # DeepSpeed ZeRO-1/2's, per backward
 
         def train_step() -> None:
             model.train()
             for _ in range(p.grad_accum):
                 batch = inputs(p.batch)
-                with autocast, offload_activations(p.activation_offload):
+                with autocast, saving(p.activation_offload):
                     loss = forward(batch).loss / p.grad_accum
+                if zero is not None:
+                    loss = zero.loss_boundary(loss)
+                reducing: list[torch.Tensor] = buckets()
                 loss.backward()
-                del loss, batch
+                end_pass()
+                del loss, batch, reducing
             opt.step()
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
         return train_step
 
     if phase == "eval":
-        states = _optimizer_states(model, p.optimizer)  # eval happens mid-training: the optimizer's states exist
+        states = _optimizer_states(model, p, device)  # eval happens mid-training: the optimizer's states exist
 
         kept = min(p.eval_batches, p.eval_accumulation_steps or p.eval_batches) if p.eval_batches else 1
         world = p.eval_world_size if p.eval_batches else 1  # the gather is the evaluation loop's, as the pile is
@@ -263,7 +311,7 @@ def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable
         def eval_step() -> None:
             model.eval()
             batch = inputs(p.eval_batch or p.batch)
-            with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast:
+            with (torch.no_grad() if p.eval_no_grad else contextlib.nullcontext()), autocast, saving(False):
                 out = forward(batch)
                 if (kept > 1 or world > 1) and getattr(out, "logits", None) is not None:
                     # HF Trainer's evaluation loop gathers every rank's logits onto each rank (all_gather: the
@@ -280,23 +328,25 @@ def _step(p: HFParams, model: Any, device: torch.device, phase: str) -> Callable
                         pile = torch.cat([pile, gathered])
                     del pile, gathered
             del out, batch
+            end_pass()
             assert states is not None
         return eval_step
     if phase == "generate" and hf_replays(kind, phase):
-        return _generate_step(model, p, device, autocast)
+        return _generate_step(model, p, device, autocast, end_pass)
     raise ValueError(f"phase {phase!r} is not replayed for model: hf yet (train and eval are, and a causal LM's "
                      "generate)")
 
 
-def _generate_step(model: Any, p: HFParams, device: torch.device, autocast: Any) -> Callable[[], None]:
+def _generate_step(model: Any, p: HFParams, device: torch.device, autocast: Any,
+                   end_pass: Callable[[], None]) -> Callable[[], None]:
     """Decoding as `generate` does it: the prompt's forward fills the library's own KV cache, then each new token
     extends it; replayed in at most DECODE_STEPS forwards (the cache grows to the same length through the same
-    steps, see verify.workload)."""
+    steps, see verify.workload); `end_pass` after each forward (ZeRO-3 releases what it gathered)."""
     import transformers
 
     from oomdoctor.verify.workload import decode_chunks
 
-    states = _optimizer_states(model, p.optimizer) if p.generate_in_training else None
+    states = _optimizer_states(model, p, device) if p.generate_in_training else None
     sequences = (p.eval_batch or p.batch) * p.num_generations
     vocab = model.config.vocab_size
     # transformers 5 renames the forward's past_key_values to cache (the old name warns until it goes)
@@ -310,11 +360,13 @@ def _generate_step(model: Any, p: HFParams, device: torch.device, autocast: Any)
             out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
             logits = out.logits[:, -1:].float()
             del out, prompt
+            end_pass()
             for chunk in decode_chunks(p.max_new_tokens):
                 nxt = logits.argmax(-1).expand(sequences, chunk)
                 out = model(input_ids=nxt, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
                 logits = out.logits[:, -1:].float()
                 del out
+                end_pass()
             del cache, logits
         _ = states  # referenced, so the rollout's optimizer states stay resident while the step runs
     return generate_step

@@ -1,4 +1,4 @@
-"""Parameters of the built-in transformer workload (pydantic, no torch)."""
+"""Parameters of verify's workloads: the built-in transformer and `model: hf` (pydantic, no torch)."""
 
 from __future__ import annotations
 
@@ -24,33 +24,80 @@ ZERO3_UNIT_DOC = ("ZeRO-3/FSDP: what is gathered at once. layer: one transformer
 FSDP_ONLY = ("zero3_forward_prefetch_units", "zero3_backward_prefetch_units")
 DEEPSPEED_ONLY = ("zero3_prefetch_bucket_elements", "zero3_max_live_elements", "zero3_persistence_threshold_elements",
                   "zero3_max_reuse_distance_elements")
+MASTER_WEIGHTS_DOC = ("the optimizer keeps an fp32 master copy of (this rank's shard of) the 16-bit weights and fp32 "
+                      "moments, as DeepSpeed's bf16/fp16 mode does (2 + 2 + 12 bytes per parameter before sharding); "
+                      "false: torch.optim on the weights as loaded (moments in their dtype), as without DeepSpeed")
 DDP_BUCKET_VIEW_DOC = ("DistributedDataParallel(gradient_as_bucket_view=True): each gradient is a view into its "
                        "bucket instead of a second copy beside it (needs ddp_buckets)")
 
 
-def _zero3_settings_fit(params: TransformerParams) -> None:
-    """FSDP's prefetch settings need the layer unit, DeepSpeed's the module unit; both need ZeRO stage 3. A setting
-    at its default passes anywhere (verify writes every field of the params it replays)."""
-    fields = type(params).model_fields
-    changed = [name for name in (*FSDP_ONLY, *DEEPSPEED_ONLY) if getattr(params, name) != fields[name].default]
-    for name in changed:
-        if params.zero_stage < 3:
-            raise ValueError(f"{name} sets ZeRO-3/FSDP parameter gathering: it needs zero_stage: 3")
-        unit, who = ("layer", "PyTorch FSDP's") if name in FSDP_ONLY else ("module", "DeepSpeed's")
-        if params.zero3_gather_unit != unit:
-            raise ValueError(f"{name} is {who} prefetch setting: it needs zero3_gather_unit: {unit} "
-                             f"(not {params.zero3_gather_unit})")
-
-
-def _bucket_view_needs_buckets(params: TransformerParams | HFParams) -> None:
-    if params.ddp_bucket_view and not params.ddp_buckets:
-        raise ValueError("ddp_bucket_view shares DDP's buckets with the gradients: it needs ddp_buckets: true")
-
-
-class TransformerParams(BaseModel):
-    """A decoder-only transformer step, standing for one rank of an N-GPU (ZeRO/FSDP) job."""
+class ZeroParams(BaseModel):
+    """One rank of a data-parallel job: DeepSpeed ZeRO / PyTorch FSDP sharding over `world_size` GPUs, or DDP's
+    buckets (shared by the built-in transformer and `model: hf`)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage: 1 shards optimizer states, 2 also gradients, "
+                                                       "3 also parameters (FSDP SHARD_GRAD_OP = 2, FULL_SHARD = 3)")
+    world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
+    zero_bucket_elements: int = Field(0, ge=0, description=ZERO_BUCKET_DOC)
+    overlap_comm: bool = Field(False, description="DeepSpeed's overlap_comm: ZeRO-1/2 keep two gradient buckets "
+                                                  "(double-buffered) instead of one")
+    zero3_gather_unit: Literal["layer", "module", "matmul"] = Field("layer", description=ZERO3_UNIT_DOC)
+    # PyTorch FSDP's defaults (torch/distributed/fsdp: forward_prefetch=False, backward_prefetch=BACKWARD_PRE)
+    zero3_forward_prefetch_units: int = Field(0, ge=0, le=8, description="layer: units all-gathered ahead in forward "
+                                              "(FSDP forward_prefetch=True: 1; off by default)")
+    zero3_backward_prefetch_units: int = Field(1, ge=0, le=8, description="layer: units all-gathered ahead in "
+                                               "backward, before the current unit's compute (FSDP's default "
+                                               "BACKWARD_PRE: 1; backward_prefetch=None: 0)")
+    # DeepSpeed's defaults (DeepSpeed runtime/zero/config.py, DeepSpeedZeroConfig)
+    zero3_prefetch_bucket_elements: int = Field(50_000_000, ge=0, description="module: DeepSpeed's "
+                                                "stage3_prefetch_bucket_size, elements fetched ahead of use (5e7)")
+    zero3_max_live_elements: int = Field(1_000_000_000, ge=0, description="module: DeepSpeed's "
+                                         "stage3_max_live_parameters, the most elements a prefetch leaves gathered "
+                                         "(1e9)")
+    zero3_persistence_threshold_elements: int = Field(100_000, ge=0, description="module: DeepSpeed's "
+                                                      "stage3_param_persistence_threshold: weights with fewer "
+                                                      "elements stay gathered for the run (1e5)")
+    zero3_max_reuse_distance_elements: int = Field(1_000_000_000, ge=0, description="module: DeepSpeed's "
+                                                   "stage3_max_reuse_distance: a weight used again within this many "
+                                                   "elements of other modules is not released (1e9)")
+    zero3_streams: bool = Field(True, description="layer/module: gathered weights are allocated on the all-gather "
+                                "stream's pool and freed with record_stream, so their memory is reused only after "
+                                "the next unit's compute starts (FSDP's unshard stream, DeepSpeed's allgather stream); "
+                                "false: one stream, reused at once")
+    ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
+    ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
+
+    @model_validator(mode="after")
+    def _check_sharding(self) -> ZeroParams:
+        if self.ddp_buckets and self.zero_stage:
+            raise ValueError("ddp_buckets is DistributedDataParallel's; ZeRO/FSDP (zero_stage) reduce without them")
+        if self.ddp_bucket_view and not self.ddp_buckets:
+            raise ValueError("ddp_bucket_view shares DDP's buckets with the gradients: it needs ddp_buckets: true")
+        if self.zero_bucket_elements and not self.zero_stage:
+            raise ValueError("zero_bucket_elements is DeepSpeed ZeRO's reduce_bucket_size: it needs zero_stage 1-3")
+        self._zero3_settings_fit()
+        if not self.zero3_streams and self.zero_stage < 3:
+            raise ValueError("zero3_streams sets ZeRO-3/FSDP parameter gathering: it needs zero_stage: 3")
+        return self
+
+    def _zero3_settings_fit(self) -> None:
+        """FSDP's prefetch settings need the layer unit, DeepSpeed's the module unit; both need ZeRO stage 3. A
+        setting at its default passes anywhere (verify writes every field of the params it replays)."""
+        fields = type(self).model_fields
+        changed = [name for name in (*FSDP_ONLY, *DEEPSPEED_ONLY) if getattr(self, name) != fields[name].default]
+        for name in changed:
+            if self.zero_stage < 3:
+                raise ValueError(f"{name} sets ZeRO-3/FSDP parameter gathering: it needs zero_stage: 3")
+            unit, who = ("layer", "PyTorch FSDP's") if name in FSDP_ONLY else ("module", "DeepSpeed's")
+            if self.zero3_gather_unit != unit:
+                raise ValueError(f"{name} is {who} prefetch setting: it needs zero3_gather_unit: {unit} "
+                                 f"(not {self.zero3_gather_unit})")
+
+
+class TransformerParams(ZeroParams):
+    """A decoder-only transformer step, standing for one rank of an N-GPU (ZeRO/FSDP) job."""
 
     layers: int = Field(2, ge=1)
     width: int = Field(128, ge=8)
@@ -81,36 +128,6 @@ class TransformerParams(BaseModel):
                           "kept for backward; default rmsnorm with mlp swiglu, else layernorm")
     optimizer: Literal["adamw", "adamw_fused", "adamw8bit", "sgd", "adafactor"] = "adamw"
     master_weights: bool = Field(True, description="keep fp32 master weights when dtype is not float32")
-    zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage (3 = FSDP FULL_SHARD)")
-    zero_bucket_elements: int = Field(0, ge=0, description=ZERO_BUCKET_DOC)
-    overlap_comm: bool = Field(False, description="DeepSpeed's overlap_comm: ZeRO-1/2 keep two gradient buckets "
-                                                  "(double-buffered) instead of one")
-    zero3_gather_unit: Literal["layer", "module", "matmul"] = Field("layer", description=ZERO3_UNIT_DOC)
-    # PyTorch FSDP's defaults (torch/distributed/fsdp: forward_prefetch=False, backward_prefetch=BACKWARD_PRE)
-    zero3_forward_prefetch_units: int = Field(0, ge=0, le=8, description="layer: units all-gathered ahead in forward "
-                                              "(FSDP forward_prefetch=True: 1; off by default)")
-    zero3_backward_prefetch_units: int = Field(1, ge=0, le=8, description="layer: units all-gathered ahead in "
-                                               "backward, before the current unit's compute (FSDP's default "
-                                               "BACKWARD_PRE: 1; backward_prefetch=None: 0)")
-    # DeepSpeed's defaults (DeepSpeed runtime/zero/config.py, DeepSpeedZeroConfig)
-    zero3_prefetch_bucket_elements: int = Field(50_000_000, ge=0, description="module: DeepSpeed's "
-                                                "stage3_prefetch_bucket_size, elements fetched ahead of use (5e7)")
-    zero3_max_live_elements: int = Field(1_000_000_000, ge=0, description="module: DeepSpeed's "
-                                         "stage3_max_live_parameters, the most elements a prefetch leaves gathered "
-                                         "(1e9)")
-    zero3_persistence_threshold_elements: int = Field(100_000, ge=0, description="module: DeepSpeed's "
-                                                      "stage3_param_persistence_threshold: weights with fewer "
-                                                      "elements stay gathered for the run (1e5)")
-    zero3_max_reuse_distance_elements: int = Field(1_000_000_000, ge=0, description="module: DeepSpeed's "
-                                                   "stage3_max_reuse_distance: a weight used again within this many "
-                                                   "elements of other modules is not released (1e9)")
-    zero3_streams: bool = Field(True, description="layer/module: gathered weights are allocated on the all-gather "
-                                "stream's pool and freed with record_stream, so their memory is reused only after "
-                                "the next unit's compute starts (FSDP's unshard stream, DeepSpeed's allgather stream); "
-                                "false: one stream, reused at once")
-    world_size: int = Field(1, ge=1, description="GPUs the state is sharded over")
-    ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
-    ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
     offload: Literal["none", "optimizer", "all"] = "none"
     fused_cross_entropy: bool = False
     ce_chunk_tokens: int = Field(4096, ge=1)
@@ -122,14 +139,6 @@ class TransformerParams(BaseModel):
             raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
         if self.offload == "all" and self.zero_stage < 3:
             raise ValueError("offload: all (parameters) needs zero_stage: 3")
-        if self.ddp_buckets and self.zero_stage:
-            raise ValueError("ddp_buckets is DistributedDataParallel's; ZeRO/FSDP (zero_stage) reduce without them")
-        _bucket_view_needs_buckets(self)
-        if self.zero_bucket_elements and not self.zero_stage:
-            raise ValueError("zero_bucket_elements is DeepSpeed ZeRO's reduce_bucket_size: it needs zero_stage 1-3")
-        _zero3_settings_fit(self)
-        if not self.zero3_streams and self.zero_stage < 3:
-            raise ValueError("zero3_streams sets ZeRO-3/FSDP parameter gathering: it needs zero_stage: 3")
         return self
 
     @property
@@ -160,11 +169,9 @@ class TransformerParams(BaseModel):
         return self.layers * (block + lora) + v * w + head + 2 * w
 
 
-class HFParams(BaseModel):
+class HFParams(ZeroParams):
     """One step of a Hugging Face transformers model built from its config (the user's real architecture): a causal LM,
-    or an image classifier (ResNet, ViT, …) fed images of `image_size`."""
-
-    model_config = ConfigDict(extra="forbid")
+    or an image classifier (ResNet, ViT, …) fed images of `image_size`; one rank of a ZeRO/FSDP job with zero_stage."""
 
     config: str | dict = Field(..., description="a catalog name (e.g. meta-llama/Llama-3.2-1B), a local "
                                                 "config.json or its folder, or an inline mapping of config keys")
@@ -191,8 +198,6 @@ class HFParams(BaseModel):
                                        "of the last completion_len tokens of each seq_len-token sequence only, from "
                                        "logits in the weights' dtype, one sequence's log-softmax at a time; unset: "
                                        "the causal-LM loss over every token")
-    ddp_buckets: bool = Field(False, description=DDP_BUCKETS_DOC)
-    ddp_bucket_view: bool = Field(False, description=DDP_BUCKET_VIEW_DOC)
     reference_model: bool = Field(False, description="an RL or preference trainer's frozen reference copy of the "
                                   "policy (TRL with beta > 0 and no PEFT): the same weights once more, resident")
     dtype: Dtype = Field("float32", description="dtype the weights are loaded in")
@@ -200,6 +205,7 @@ class HFParams(BaseModel):
     gradient_checkpointing: bool = False
     activation_offload: bool = Field(False, description=ACTIVATION_OFFLOAD_DOC)
     optimizer: Literal["adamw", "adamw_fused", "adamw8bit", "adafactor", "sgd"] = "adamw"
+    master_weights: bool = Field(False, description=MASTER_WEIGHTS_DOC)
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA through peft (base frozen)")
     lora_dropout: float = Field(0.0, ge=0, lt=1)
@@ -213,9 +219,15 @@ class HFParams(BaseModel):
         if self.completion_len is not None and self.completion_len >= self.seq_len:
             raise ValueError(f"completion_len {self.completion_len} leaves no prompt in seq_len {self.seq_len} "
                              "(seq_len counts prompt and completion)")
-        _bucket_view_needs_buckets(self)
+        if self.master_weights and self.dtype == "float32":
+            raise ValueError("master_weights is an fp32 copy of 16-bit weights: it needs dtype bfloat16 or float16")
         return self
 
     @property
     def effective_batch(self) -> int:
-        return self.batch * self.grad_accum
+        return self.batch * self.grad_accum * self.world_size
+
+    @property
+    def offload(self) -> str:
+        """CPU offload (ZeRO-Offload) is not replayed for model: hf: states and shards stay on the device."""
+        return "none"

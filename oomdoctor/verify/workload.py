@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -85,11 +85,9 @@ class DdpBuckets:
 OFFLOAD_MIN_BYTES = 1024  # torchtune's OffloadActivations keeps smaller saved tensors on the device
 
 
-def offload_activations(on: bool) -> contextlib.AbstractContextManager[Any]:
-    """A forward whose saved activations go to host memory and come back to the device one by one in backward, as
-    torchtune's activation offloading does: parameters and tensors under 1 KiB stay where they are."""
-    if not on:
-        return contextlib.nullcontext()
+def offload_hooks() -> tuple[Callable[[torch.Tensor], Any], Callable[[Any], torch.Tensor]]:
+    """The saved-tensor hooks of torchtune's activation offloading: a saved activation goes to host memory and comes
+    back to the device when backward needs it; parameters and tensors under 1 KiB stay where they are."""
 
     def pack(t: torch.Tensor) -> Any:
         if isinstance(t, torch.nn.Parameter) or t.device.type == "cpu" or t.numel() * t.element_size() < OFFLOAD_MIN_BYTES:
@@ -99,7 +97,13 @@ def offload_activations(on: bool) -> contextlib.AbstractContextManager[Any]:
     def unpack(saved: Any) -> torch.Tensor:
         return saved[1].to(saved[0]) if isinstance(saved, tuple) else saved
 
-    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+    return pack, unpack
+
+
+def offload_activations(on: bool) -> contextlib.AbstractContextManager[Any]:
+    """A forward whose saved activations go to host memory and come back to the device one by one in backward, as
+    torchtune's activation offloading does (offload_hooks); `on` false: as they are."""
+    return torch.autograd.graph.saved_tensors_hooks(*offload_hooks()) if on else contextlib.nullcontext()
 
 
 def keeping(step: Callable[[], None], resident: list[Any]) -> Callable[[], None]:
@@ -408,13 +412,35 @@ class Transformer(nn.Module):
         return total / flat.shape[0]
 
 
+class OptimizerParams(Protocol):
+    """What the ZeRO optimizer reads of a workload's params (TransformerParams, HFParams)."""
+
+    @property
+    def zero_stage(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def zero_bucket_elements(self) -> int: ...
+    @property
+    def overlap_comm(self) -> bool: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def master_weights(self) -> bool: ...
+    @property
+    def optimizer(self) -> str: ...
+    @property
+    def offload(self) -> str: ...
+
+
 class Optimizer:
-    """AdamW / SGD / Adafactor-like over this rank's shard of each trainable parameter, foreach-style like CUDA.
+    """AdamW / SGD / Adafactor-like over this rank's shard of each trainable parameter, foreach-style like CUDA: the
+    ZeRO optimizer of both workloads (DeepSpeed's partitioned states; FSDP's optimizer over its sharded parameters).
 
     States live on the device unless offloaded; with master weights the update runs on an fp32 copy.
     """
 
-    def __init__(self, model: Transformer, p: TransformerParams, device: torch.device) -> None:
+    def __init__(self, model: nn.Module, p: OptimizerParams, device: torch.device) -> None:
         self.p, self.device = p, device
         self.params = [q for q in model.parameters() if q.requires_grad]
         self.state_device = torch.device("cpu") if p.offload != "none" else device
@@ -529,7 +555,7 @@ class Optimizer:
         self.gshards.clear()
 
 
-def _mid_training_states(model: Transformer, p: TransformerParams, device: torch.device) -> Optimizer:
+def mid_training_states(model: nn.Module, p: OptimizerParams, device: torch.device) -> Optimizer:
     """The optimizer with its states allocated, as they stand between two training steps; the caller keeps it for as
     long as its step (a dropped optimizer would free them before the step runs)."""
     opt = Optimizer(model, p, device)
@@ -574,7 +600,7 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
 
     eval_batch = p.eval_batch or p.batch
     if phase == "eval":
-        states = _mid_training_states(model, p, device)  # eval happens mid-training: optimizer states exist
+        states = mid_training_states(model, p, device)  # eval happens mid-training: optimizer states exist
 
         def eval_step() -> None:
             model.eval()
@@ -586,7 +612,7 @@ def _phase_step(p: TransformerParams, model: Transformer, device: torch.device,
 
     if phase == "generate":
         # an RL rollout happens between optimizer steps: their states exist
-        between_steps = [_mid_training_states(model, p, device)] if p.generate_in_training else []
+        between_steps = [mid_training_states(model, p, device)] if p.generate_in_training else []
 
         def generate_step() -> None:
             model.eval()

@@ -296,8 +296,8 @@ class DeepSpeedGathering(Gathering):
 
 
 def gathering(p: Any, device: torch.device, dtype: torch.dtype) -> Gathering:
-    """The gathering `p` (TransformerParams at zero_stage 3) asks for."""
-    streams = getattr(p, "zero3_streams", True)
+    """The gathering `p` (ZeroParams at zero_stage 3: the built-in transformer's or a transformers model's) asks for."""
+    streams = p.zero3_streams
     if p.zero3_gather_unit == "layer":
         return FsdpGathering(device, dtype, p.zero3_forward_prefetch_units, p.zero3_backward_prefetch_units, streams)
     if p.zero3_gather_unit == "module":
