@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import shlex
+from typing import TextIO
 
 import regex
 from rich.console import Console
@@ -188,23 +189,33 @@ def _change(change: object) -> str:
 
 def render(report: Report, color: bool = False, width: int | None = None, quiet: bool = False) -> str:
     """Readable text at `width` columns (ANSI colour only when `color`); `quiet`: the verdict line only."""
+    out = io.StringIO()
+    write(report, out, color=color, width=width, quiet=quiet)
+    return out.getvalue()
+
+
+def write(report: Report, out: TextIO, color: bool = False, width: int | None = None, quiet: bool = False) -> None:
+    """What `render` returns, written to `out` one event (with its diagnoses) at a time."""
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=color, no_color=not color, color_system="standard" if color else None,
                       width=width or DEFAULT_WIDTH, highlight=False, markup=False, emoji=False, soft_wrap=False)
     console.print(Text(verdict(report), style="bold"))
     if quiet or not report.events:
-        return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+        _flush(buf, out, last=True)
+        return
     _try_first(console, report)
     console.print()
+    by_event = diagnoses_by_event(report)
     for i, e in enumerate(report.events):
         _event(console, i, len(report.events), e)
-        mine = [d for d in report.diagnoses if d.event_index == i]
+        mine = by_event.get(i, [])
         if mine:
             console.print()
             for d in mine:
                 _diagnosis(console, d, e)
         console.print()
-    command = verify_command(report)
+        _flush(buf, out)
+    command = verify_command(report, by_event)
     if command and " --snapshot " in command:
         console.print(Text("prove it: replay the recorded trace under each allocator setting (no GPU, no torch):",
                            style="dim"))
@@ -213,10 +224,29 @@ def render(report: Report, color: bool = False, width: int | None = None, quiet:
         console.print(Text("prove it: replay the failing step under this GPU's limit with each fix (needs torch; "
                            "a simulated GPU without one):", style="dim"))
         console.print(Text("  " + command), soft_wrap=True)  # one line, never broken: it is copied
-    return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+    _flush(buf, out, last=True)
 
 
-def verify_command(report: Report) -> str | None:
+def _flush(buf: io.StringIO, out: TextIO, last: bool = False) -> None:
+    """The whole lines printed into `buf` so far (all of it when `last`) written to `out` without trailing spaces;
+    what remains of an unfinished line stays in `buf`."""
+    text = buf.getvalue()
+    cut = len(text) if last else text.rfind("\n") + 1
+    out.write("\n".join(line.rstrip() for line in text[:cut].split("\n")))
+    buf.seek(0)
+    buf.truncate()
+    buf.write(text[cut:])
+
+
+def diagnoses_by_event(report: Report) -> dict[int, list[Diagnosis]]:
+    """Each event's diagnoses, best first (looked up once: scanning every diagnosis per event was quadratic)."""
+    out: dict[int, list[Diagnosis]] = {}
+    for d in report.diagnoses:
+        out.setdefault(d.event_index, []).append(d)
+    return out
+
+
+def verify_command(report: Report, by_event: dict[int, list[Diagnosis]] | None = None) -> str | None:
     """The `oomdoctor verify --from LOG` command that replays the first GPU failure, when a fix can be verified;
     for a memory snapshot whose trace recorded the failure, `oomdoctor verify --snapshot FILE`."""
     from oomdoctor.fixids import VERIFIABLE
@@ -224,11 +254,13 @@ def verify_command(report: Report) -> str | None:
     for e in report.events:
         if e.detail.get("snapshot") and not e.detail.get("record") and e.source != "-":
             return f"oomdoctor verify --snapshot {shlex.quote(clean(e.source))} --gpu {e.gpu_index or 0}"
+    if by_event is None:
+        by_event = diagnoses_by_event(report)
     for i, e in enumerate(report.events):
         if e.kind not in ("cuda_oom", "hip_oom") or e.total_bytes is None or e.source == "-" \
                 or e.detail.get("snapshot"):
             continue
-        fixes = {f.id for d in report.diagnoses if d.event_index == i for f in d.fixes}
+        fixes = {f.id for d in by_event.get(i, ()) for f in d.fixes}
         if fixes & VERIFIABLE:
             return f"oomdoctor verify --from {shlex.quote(clean(e.source))}"
     return None
