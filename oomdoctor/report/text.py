@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import io
 import shlex
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import regex
 from rich.console import Console
@@ -44,13 +45,41 @@ def _plain(text: str, style: str = "") -> Text:
     return Text(clean(text), style=style)
 
 
-def _indented(console: Console, label: str, text: str, style: str = "") -> None:
+LAID_OUT_ENTRIES = 4096  # distinct printed grids remembered per report
+
+
+class _Console(Console):
+    """The report's console: what is printed under the same key is laid out once and its text written again after
+    (1,000 OOMs of one kind repeat the same sentences, fixes and titles; laying out a rich table takes ~0.2 ms)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.laid_out: dict[tuple[Any, ...], str] = {}
+
+    def print_once(self, key: tuple[Any, ...], make: Callable[[], Table]) -> None:
+        """Print the table `make` builds; a key printed before writes the same text again."""
+        text = self.laid_out.get(key)
+        if text is None:
+            with self.capture() as captured:
+                self.print(make())
+            text = captured.get()
+            if len(self.laid_out) >= LAID_OUT_ENTRIES:
+                self.laid_out.clear()
+            self.laid_out[key] = text
+        self.file.write(text)
+
+
+def _indented(console: _Console, label: str, text: str, style: str = "") -> None:
     """`label text`, with continuation lines indented under the text, wrapped at the console width on words."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    grid.add_row(Text(label, style="dim"), _plain(text, style))
-    console.print(grid)
+
+    def grid() -> Table:
+        table = Table.grid(padding=(0, 1))
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        table.add_row(Text(label, style="dim"), _plain(text, style))
+        return table
+
+    console.print_once(("indented", label, text, style), grid)
 
 
 def _where(e: OOMEvent) -> str:
@@ -86,13 +115,13 @@ def verdict(report: Report) -> str:
     return clean(" · ".join(where) + " · " + cause + fix)
 
 
-def _try_first(console: Console, report: Report) -> None:
+def _try_first(console: _Console, report: Report) -> None:
     """When no cause is settled, the first fixes to try cover the candidate causes, one each."""
     if ids := try_first(report):
         _indented(console, "try first:", f"{' · '.join(ids)} (one per likely cause)")
 
 
-def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
+def _event(console: _Console, i: int, n: int, e: OOMEvent) -> None:
     title = Text(f"OOM {i + 1}/{n}  {e.kind}", style="bold red" if e.fatal else "bold yellow")
     if not e.fatal:
         title.append("  (non-fatal: training went on)", style="yellow")
@@ -152,15 +181,19 @@ def live_memory_lines(e: OOMEvent) -> list[str]:
     return lines
 
 
-def _diagnosis(console: Console, d: Diagnosis, event: OOMEvent) -> None:
+def _diagnosis(console: _Console, d: Diagnosis, event: OOMEvent) -> None:
     style = {"primary": "bold green", "contributing": "bold", "hypothesis": "italic"}[d.role]
-    title = Text(clean(d.title), style=style)
-    title.append(f"  [{d.category}, {d.confidence:.0%}]", style="dim")
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, min_width=12)
-    grid.add_column(overflow="fold")
-    grid.add_row(Text(d.role.upper(), style=style), title)
-    console.print(grid)
+
+    def heading() -> Table:
+        title = Text(clean(d.title), style=style)
+        title.append(f"  [{d.category}, {d.confidence:.0%}]", style="dim")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, min_width=12)
+        grid.add_column(overflow="fold")
+        grid.add_row(Text(d.role.upper(), style=style), title)
+        return grid
+
+    console.print_once(("heading", d.role, d.title, d.category, f"{d.confidence:.0%}"), heading)
     if d.role == "hypothesis":  # a hedge: why it is listed and what would decide it, then its fixes by id
         if d.why:
             _indented(console, "   why:", d.why)
@@ -197,8 +230,8 @@ def render(report: Report, color: bool = False, width: int | None = None, quiet:
 def write(report: Report, out: TextIO, color: bool = False, width: int | None = None, quiet: bool = False) -> None:
     """What `render` returns, written to `out` one event (with its diagnoses) at a time."""
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=color, no_color=not color, color_system="standard" if color else None,
-                      width=width or DEFAULT_WIDTH, highlight=False, markup=False, emoji=False, soft_wrap=False)
+    console = _Console(file=buf, force_terminal=color, no_color=not color, color_system="standard" if color else None,
+                       width=width or DEFAULT_WIDTH, highlight=False, markup=False, emoji=False, soft_wrap=False)
     console.print(Text(verdict(report), style="bold"))
     if quiet or not report.events:
         _flush(buf, out, last=True)
