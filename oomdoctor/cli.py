@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
+from typing import TextIO
 
 import typer
 
 from oomdoctor import __version__
 from oomdoctor.errors import EXIT_BAD_INPUT, EXIT_NO_OOM, EXIT_OK, OomdoctorError, UsageError
-from oomdoctor.outfile import check_output, write_atomic
+from oomdoctor.outfile import check_output, stream_atomic, write_atomic
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP,
@@ -60,21 +63,34 @@ def fail(err: OomdoctorError) -> None:
 
 
 def _write(text: str, output: Path | None) -> None:
+    _emit(lambda out: out.write(text), output)
+
+
+def _emit(write: Callable[[TextIO], object], output: Path | None) -> None:
+    """Let `write` write the report to standard output, or whole or not at all to `output`."""
     if output is None:
         try:
-            sys.stdout.write(text)
+            write(sys.stdout)
             sys.stdout.flush()
-        except BrokenPipeError:
-            raise
+        except BrokenPipeError:  # the reader stopped reading (`| head`): the exit code stays the command's own
+            _stdout_to_devnull()
         except OSError as exc:  # a full disk behind a redirect: say so, never exit 0 with half a report
             fail(OomdoctorError(f"cannot write the report to standard output: {exc.strerror or exc}",
                                 tip="free some space, or write it with -o FILE"))
         return
     try:
-        write_atomic(output, text)
+        stream_atomic(output, write)
     except OomdoctorError as err:
         fail(err)
     typer.echo(f"report written to {output}", err=True)
+
+
+def _stdout_to_devnull() -> None:
+    """Send what is left of standard output nowhere, so that flushing it at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 PROGRESS_AFTER_SECONDS = 0.5  # a log read faster than this shows no progress line at all
@@ -121,7 +137,7 @@ def diagnose(
     """Find every OOM in the logs, explain why it happened and what to change."""
     from oomdoctor.diagnosis import Report
     from oomdoctor.parse import parse_files
-    from oomdoctor.report import render
+    from oomdoctor.report import write
 
     try:
         check_output(output, logs)
@@ -144,10 +160,9 @@ def diagnose(
     except OomdoctorError as err:
         fail(err)
     report = Report(events=facts.events, diagnoses=tuple(diagnoses), runs=facts.runs)
-    text = render(report, fmt.value, color=use_color(color, output) and fmt is Format.text,
-                  width=text_width(output), quiet=quiet)
-    _write(text, output)
-    raise typer.Exit(EXIT_OK if facts.events else EXIT_NO_OOM)
+    colored, width = use_color(color, output) and fmt is Format.text, text_width(output)
+    _emit(lambda out: write(report, fmt.value, out, color=colored, width=width, quiet=quiet), output)
+    raise typer.Exit(EXIT_OK if report.events else EXIT_NO_OOM)
 
 
 def _load_rules(rules: list[Path]) -> dict:

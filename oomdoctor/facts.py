@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -215,6 +216,11 @@ class Derived:
     event: OOMEvent | None = None
     run: RunContext | None = None
     activation: ActivationEstimate | None = None  # the breakdown behind activation_bytes_estimate
+
+    @functools.cached_property
+    def stacks(self) -> frozenset[str]:
+        """The stacks the log shows: the stack_* facts that hold (read once; every fix of every rule asks)."""
+        return frozenset(k.removeprefix("stack_") for k, v in self.values.items() if k.startswith("stack_") and v)
 
 
 def run_for(facts: ParseResult, event: OOMEvent) -> RunContext | None:

@@ -57,7 +57,7 @@ def _not_pytorch(d: Derived) -> bool:
 
 def _stacks(d: Derived) -> set[str]:
     """The detected stacks; TensorFlow's own allocator failing is a TensorFlow run even when nothing else says so."""
-    found = {k.removeprefix("stack_") for k, v in d.values.items() if k.startswith("stack_") and v}
+    found = set(d.stacks)
     return found | {"tensorflow"} if _v(d, "kind") == "tf_oom" else found
 
 

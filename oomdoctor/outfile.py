@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TextIO
 
 from oomdoctor.errors import OomdoctorError
 
@@ -37,7 +38,12 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename.
+    """Write `text` to `path` through a temporary file in the same folder and a rename (see `stream_atomic`)."""
+    stream_atomic(path, lambda handle: handle.write(text))
+
+
+def stream_atomic(path: Path, write: Callable[[TextIO], object]) -> None:
+    """Let `write` write to a temporary file in the same folder as `path`, then rename it to `path`.
 
     A full disk or an interruption leaves the old file (or none), never half a report.
     Raises OomdoctorError naming the path when the write fails.
@@ -45,7 +51,7 @@ def write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         if path.exists():

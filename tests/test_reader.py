@@ -129,6 +129,22 @@ def test_every_line_the_event_scan_tries_is_kept_by_the_reader():
     assert not set(reader.COVERING_ANCHORS) & set(reader._FAILURE_MARKS)
 
 
+def test_the_event_scan_finds_the_triggers_that_substring_tests_find(monkeypatch):
+    from oomdoctor.parse import events
+    from oomdoctor.parse.formats import TRIGGERS
+
+    lines = [*TRIGGERS, *(f"[rank1]: before {t} after" for t in TRIGGERS), *(t[1:] for t in TRIGGERS),
+             *(t[:-1] for t in TRIGGERS), "", "{'loss': 0.5, 'step': 49}", "OUT OF MEMORY", "Kill ed", "已杀"]
+    want = [any(t in line for t in TRIGGERS) for line in lines]
+    assert [events.has_trigger(line) for line in lines] == want
+    monkeypatch.setattr(events, "ahocorasick_rs", None)  # the fallback without the wheel
+    events._trigger_automaton.cache_clear()
+    try:
+        assert [events.has_trigger(line) for line in lines] == want
+    finally:
+        events._trigger_automaton.cache_clear()
+
+
 @pytest.mark.parametrize("line", [
     "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc",
     "Execution of replica 0 failed: RESOURCE_EXHAUSTED: Failed to allocate request for 256.00MiB (268435456B) on "

@@ -1214,16 +1214,17 @@ def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
     """Per-step memory lines (DeepSpeed, Megatron, torchtitan, hand-written prints), each with the step printed
     before it, in bounded space (SampleSeries)."""
     out = SampleSeries()
-    last_step: int | None = None
-    for ln in lines:
+    last = _LastStep(lines)
+    for k, ln in enumerate(lines):
         text = ln.text
         if "MA " in text:
             m = DS_MEMORY.search(text)
             if m:
                 out.append(MemorySample(
-                    step=last_step, allocated_bytes=to_bytes(m["ma"], "GiB"), max_allocated_bytes=to_bytes(m["maxma"], "GiB"),
-                    reserved_bytes=to_bytes(m["ca"], "GiB"), max_reserved_bytes=to_bytes(m["maxca"], "GiB"),
-                    evidence=_ev(source, ln)))
+                    step=last.before(k), allocated_bytes=to_bytes(m["ma"], "GiB"),
+                    max_allocated_bytes=to_bytes(m["maxma"], "GiB"), reserved_bytes=to_bytes(m["ca"], "GiB"),
+                    max_reserved_bytes=to_bytes(m["maxca"], "GiB"), evidence=_ev(source, ln)))
+                last.skip(k)
                 continue
         if "memory" in text:
             m = MEGATRON_MEMORY.search(text)
@@ -1232,20 +1233,46 @@ def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
                     step=int(m["step"]), allocated_bytes=to_bytes(m["a"], "MiB"), max_allocated_bytes=to_bytes(m["ma"], "MiB"),
                     reserved_bytes=to_bytes(m["r"], "MiB"), max_reserved_bytes=to_bytes(m["mr"], "MiB"),
                     evidence=_ev(source, ln)))
+                last.skip(k)
                 continue
             m = TITAN_MEMORY.search(text)
             if m:
-                last_step = int(m["step"])
-                out.append(MemorySample(step=last_step, max_reserved_bytes=to_bytes(m["mem"], m["unit"]),
+                last.set(k, int(m["step"]))
+                out.append(MemorySample(step=last.step, max_reserved_bytes=to_bytes(m["mem"], m["unit"]),
                                         evidence=_ev(source, ln)))
                 continue
-        s = step_of(ln)
-        if s is not None:
-            last_step = s.n
         if ("mem" in text or "llocated" in text or "eserved" in text) and not OOM_TEXT.search(text) \
-                and (sample := _hand_sample(ln, last_step, source)):
+                and (sample := _hand_sample(ln, last.before(k + 1), source)):
             out.append(sample)
     return out.items()
+
+
+class _LastStep:
+    """The step counter printed last before a line, read only when a memory sample asks for it: most lines of most
+    logs are never a sample, and trying every step pattern on each of them was most of the cost of a small log."""
+
+    def __init__(self, lines: Sequence[Line]) -> None:
+        self.lines = lines
+        self.step: int | None = None
+        self.unread = 0  # lines before this one have been read for a step
+
+    def before(self, k: int) -> int | None:
+        """The last step printed on lines[:k] (the lines a sample took are not step lines)."""
+        for j in range(k - 1, self.unread - 1, -1):
+            if (s := step_of(self.lines[j])) is not None:
+                self.step = s.n
+                break
+        self.unread = max(self.unread, k)
+        return self.step
+
+    def skip(self, k: int) -> None:
+        """lines[k] is a sample line: its text is not read for a step."""
+        self.before(k)
+        self.unread = k + 1
+
+    def set(self, k: int, step: int) -> None:
+        """lines[k] printed `step` itself."""
+        self.step, self.unread = step, k + 1
 
 
 def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None:

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import cast
+from typing import Any, cast
 
 import regex
 
@@ -39,6 +39,11 @@ from oomdoctor.parse.snapshot import is_snapshot_file
 from oomdoctor.parse.snapshot import read as read_snapshot
 from oomdoctor.parse.snapshot import to_events as snapshot_events
 from oomdoctor.units import IMPLAUSIBLE_BYTES
+
+try:
+    import ahocorasick_rs
+except ImportError:  # pragma: no cover - exercised only without the wheel
+    ahocorasick_rs = None  # type: ignore[assignment]
 
 MAX_MESSAGE_LINES = 14
 PRINTED_ROUNDING = 0.01  # "1.50 GiB": a figure printed to two decimals is within 1% of the true value above 0.5
@@ -262,6 +267,21 @@ _OOM_MESSAGE = lazy(r"OutOfMemoryError:|out of memory|Tried to allocate|Resource
 _SINGLE_LINE_FORMATS = tuple(f for f in MESSAGE_FORMATS if f.single_line)
 
 
+@functools.cache
+def _trigger_automaton() -> Any:
+    """One automaton over P.TRIGGERS, built on first use; None without ahocorasick-rs."""
+    return ahocorasick_rs.AhoCorasick(list(P.TRIGGERS)) if ahocorasick_rs is not None else None
+
+
+def has_trigger(text: str) -> bool:
+    """Whether a line holds one of P.TRIGGERS: one automaton pass (~0.6 us for a 30-character line) instead of 45
+    substring tests (~6 us), on every line of every log."""
+    automaton = _trigger_automaton()
+    if automaton is None:
+        return any(tr in text for tr in P.TRIGGERS)
+    return bool(automaton.find_matches_as_indexes(text))
+
+
 def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     """Every OOM message in the lines, in order: where it starts and ends, its kind, its match."""
     memo: dict[str, Classified | None] = {}
@@ -269,7 +289,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     i = 0
     while i < len(lines):
         t = lines[i].text
-        if not any(tr in t for tr in P.TRIGGERS) or ctx.FRAME.match(t):
+        if not has_trigger(t) or ctx.FRAME.match(t):
             i += 1
             continue
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+from typing import TextIO
+
 from oomdoctor.diagnosis import Report, first_event_diagnoses
 
 FORMATS = ("text", "markdown", "json", "html")
@@ -21,14 +24,27 @@ def try_first(report: Report) -> tuple[str, ...]:
 
 def render(report: Report, fmt: str, color: bool = False, width: int | None = None, quiet: bool = False) -> str:
     """The report in one of FORMATS (`width`, `quiet`: text only)."""
-    if fmt == "json":
-        from oomdoctor.report.json_report import render as r
-    elif fmt == "markdown":
-        from oomdoctor.report.markdown import render as r
-    elif fmt == "html":
-        from oomdoctor.report.html import render as r
-    else:
-        from oomdoctor.report.text import render as text_render
+    out = io.StringIO()
+    write(report, fmt, out, color=color, width=width, quiet=quiet)
+    return out.getvalue()
 
-        return text_render(report, color=color, width=width, quiet=quiet)
-    return r(report)
+
+def write(report: Report, fmt: str, out: TextIO, color: bool = False, width: int | None = None,
+          quiet: bool = False) -> None:
+    """What `render` returns, written to `out`: text and json piece by piece, never the whole report as one string."""
+    if fmt == "json":
+        from oomdoctor.report.json_report import write as json_write
+
+        json_write(report, out)
+    elif fmt == "markdown":
+        from oomdoctor.report.markdown import render as markdown_render
+
+        out.write(markdown_render(report))
+    elif fmt == "html":
+        from oomdoctor.report.html import render as html_render
+
+        out.write(html_render(report))
+    else:
+        from oomdoctor.report.text import write as text_write
+
+        text_write(report, out, color=color, width=width, quiet=quiet)

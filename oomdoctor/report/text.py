@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import shlex
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import regex
 from rich.console import Console
@@ -43,13 +45,41 @@ def _plain(text: str, style: str = "") -> Text:
     return Text(clean(text), style=style)
 
 
-def _indented(console: Console, label: str, text: str, style: str = "") -> None:
+LAID_OUT_ENTRIES = 4096  # distinct printed grids remembered per report
+
+
+class _Console(Console):
+    """The report's console: what is printed under the same key is laid out once and its text written again after
+    (1,000 OOMs of one kind repeat the same sentences, fixes and titles; laying out a rich table takes ~0.2 ms)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.laid_out: dict[tuple[Any, ...], str] = {}
+
+    def print_once(self, key: tuple[Any, ...], make: Callable[[], Table]) -> None:
+        """Print the table `make` builds; a key printed before writes the same text again."""
+        text = self.laid_out.get(key)
+        if text is None:
+            with self.capture() as captured:
+                self.print(make())
+            text = captured.get()
+            if len(self.laid_out) >= LAID_OUT_ENTRIES:
+                self.laid_out.clear()
+            self.laid_out[key] = text
+        self.file.write(text)
+
+
+def _indented(console: _Console, label: str, text: str, style: str = "") -> None:
     """`label text`, with continuation lines indented under the text, wrapped at the console width on words."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    grid.add_row(Text(label, style="dim"), _plain(text, style))
-    console.print(grid)
+
+    def grid() -> Table:
+        table = Table.grid(padding=(0, 1))
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        table.add_row(Text(label, style="dim"), _plain(text, style))
+        return table
+
+    console.print_once(("indented", label, text, style), grid)
 
 
 def _where(e: OOMEvent) -> str:
@@ -85,13 +115,13 @@ def verdict(report: Report) -> str:
     return clean(" · ".join(where) + " · " + cause + fix)
 
 
-def _try_first(console: Console, report: Report) -> None:
+def _try_first(console: _Console, report: Report) -> None:
     """When no cause is settled, the first fixes to try cover the candidate causes, one each."""
     if ids := try_first(report):
         _indented(console, "try first:", f"{' · '.join(ids)} (one per likely cause)")
 
 
-def _event(console: Console, i: int, n: int, e: OOMEvent) -> None:
+def _event(console: _Console, i: int, n: int, e: OOMEvent) -> None:
     title = Text(f"OOM {i + 1}/{n}  {e.kind}", style="bold red" if e.fatal else "bold yellow")
     if not e.fatal:
         title.append("  (non-fatal: training went on)", style="yellow")
@@ -151,15 +181,19 @@ def live_memory_lines(e: OOMEvent) -> list[str]:
     return lines
 
 
-def _diagnosis(console: Console, d: Diagnosis, event: OOMEvent) -> None:
+def _diagnosis(console: _Console, d: Diagnosis, event: OOMEvent) -> None:
     style = {"primary": "bold green", "contributing": "bold", "hypothesis": "italic"}[d.role]
-    title = Text(clean(d.title), style=style)
-    title.append(f"  [{d.category}, {d.confidence:.0%}]", style="dim")
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, min_width=12)
-    grid.add_column(overflow="fold")
-    grid.add_row(Text(d.role.upper(), style=style), title)
-    console.print(grid)
+
+    def heading() -> Table:
+        title = Text(clean(d.title), style=style)
+        title.append(f"  [{d.category}, {d.confidence:.0%}]", style="dim")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, min_width=12)
+        grid.add_column(overflow="fold")
+        grid.add_row(Text(d.role.upper(), style=style), title)
+        return grid
+
+    console.print_once(("heading", d.role, d.title, d.category, f"{d.confidence:.0%}"), heading)
     if d.role == "hypothesis":  # a hedge: why it is listed and what would decide it, then its fixes by id
         if d.why:
             _indented(console, "   why:", d.why)
@@ -188,23 +222,33 @@ def _change(change: object) -> str:
 
 def render(report: Report, color: bool = False, width: int | None = None, quiet: bool = False) -> str:
     """Readable text at `width` columns (ANSI colour only when `color`); `quiet`: the verdict line only."""
+    out = io.StringIO()
+    write(report, out, color=color, width=width, quiet=quiet)
+    return out.getvalue()
+
+
+def write(report: Report, out: TextIO, color: bool = False, width: int | None = None, quiet: bool = False) -> None:
+    """What `render` returns, written to `out` one event (with its diagnoses) at a time."""
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=color, no_color=not color, color_system="standard" if color else None,
-                      width=width or DEFAULT_WIDTH, highlight=False, markup=False, emoji=False, soft_wrap=False)
+    console = _Console(file=buf, force_terminal=color, no_color=not color, color_system="standard" if color else None,
+                       width=width or DEFAULT_WIDTH, highlight=False, markup=False, emoji=False, soft_wrap=False)
     console.print(Text(verdict(report), style="bold"))
     if quiet or not report.events:
-        return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+        _flush(buf, out, last=True)
+        return
     _try_first(console, report)
     console.print()
+    by_event = diagnoses_by_event(report)
     for i, e in enumerate(report.events):
         _event(console, i, len(report.events), e)
-        mine = [d for d in report.diagnoses if d.event_index == i]
+        mine = by_event.get(i, [])
         if mine:
             console.print()
             for d in mine:
                 _diagnosis(console, d, e)
         console.print()
-    command = verify_command(report)
+        _flush(buf, out)
+    command = verify_command(report, by_event)
     if command and " --snapshot " in command:
         console.print(Text("prove it: replay the recorded trace under each allocator setting (no GPU, no torch):",
                            style="dim"))
@@ -213,10 +257,29 @@ def render(report: Report, color: bool = False, width: int | None = None, quiet:
         console.print(Text("prove it: replay the failing step under this GPU's limit with each fix (needs torch; "
                            "a simulated GPU without one):", style="dim"))
         console.print(Text("  " + command), soft_wrap=True)  # one line, never broken: it is copied
-    return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+    _flush(buf, out, last=True)
 
 
-def verify_command(report: Report) -> str | None:
+def _flush(buf: io.StringIO, out: TextIO, last: bool = False) -> None:
+    """The whole lines printed into `buf` so far (all of it when `last`) written to `out` without trailing spaces;
+    what remains of an unfinished line stays in `buf`."""
+    text = buf.getvalue()
+    cut = len(text) if last else text.rfind("\n") + 1
+    out.write("\n".join(line.rstrip() for line in text[:cut].split("\n")))
+    buf.seek(0)
+    buf.truncate()
+    buf.write(text[cut:])
+
+
+def diagnoses_by_event(report: Report) -> dict[int, list[Diagnosis]]:
+    """Each event's diagnoses, best first (looked up once: scanning every diagnosis per event was quadratic)."""
+    out: dict[int, list[Diagnosis]] = {}
+    for d in report.diagnoses:
+        out.setdefault(d.event_index, []).append(d)
+    return out
+
+
+def verify_command(report: Report, by_event: dict[int, list[Diagnosis]] | None = None) -> str | None:
     """The `oomdoctor verify --from LOG` command that replays the first GPU failure, when a fix can be verified;
     for a memory snapshot whose trace recorded the failure, `oomdoctor verify --snapshot FILE`."""
     from oomdoctor.fixids import VERIFIABLE
@@ -224,11 +287,13 @@ def verify_command(report: Report) -> str | None:
     for e in report.events:
         if e.detail.get("snapshot") and not e.detail.get("record") and e.source != "-":
             return f"oomdoctor verify --snapshot {shlex.quote(clean(e.source))} --gpu {e.gpu_index or 0}"
+    if by_event is None:
+        by_event = diagnoses_by_event(report)
     for i, e in enumerate(report.events):
         if e.kind not in ("cuda_oom", "hip_oom") or e.total_bytes is None or e.source == "-" \
                 or e.detail.get("snapshot"):
             continue
-        fixes = {f.id for d in report.diagnoses if d.event_index == i for f in d.fixes}
+        fixes = {f.id for d in by_event.get(i, ()) for f in d.fixes}
         if fixes & VERIFIABLE:
             return f"oomdoctor verify --from {shlex.quote(clean(e.source))}"
     return None
