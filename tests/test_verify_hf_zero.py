@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+from sim_states import live_bytes
 
 from oomdoctor.verify.params import HFParams
 
@@ -69,29 +70,9 @@ def _parameters(config: dict, **params) -> tuple[int, int]:
 def _model_states(**params) -> int:
     """Bytes live on the simulated device as the second optimizer step starts: the weights (or this rank's shards of
     them), the gradients the step reads and the optimizer's states; no activation is left by then."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from oomdoctor.verify import simgpu, workload
     from oomdoctor.verify.hfmodel import hf
-    from oomdoctor.verify.trial import patched_for_sim
 
-    device = simgpu.setup()
-    tracker = simgpu.StorageTracker()
-    at_step: list[int] = []
-    original = workload.Optimizer.step
-
-    def step(self):
-        at_step.append(tracker.live)
-        original(self)
-    workload.Optimizer.step = step  # type: ignore[method-assign]
-    try:
-        with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
-            run = hf({"config": TINY_LLAMA, "batch": 1, "seq_len": 64, **params}, device)
-            run()
-            run()
-    finally:
-        workload.Optimizer.step = original  # type: ignore[method-assign]
-    return at_step[-1]
+    return live_bytes(lambda device: hf({"config": TINY_LLAMA, "batch": 1, "seq_len": 64, **params}, device))[1]
 
 
 # Mixed-precision AdamW per parameter: 2 bytes of 16-bit weights, 2 of gradients, 12 of fp32 master weights and

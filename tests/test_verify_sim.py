@@ -8,6 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from sim_states import live_bytes  # noqa: E402
+
 from oomdoctor.units import GIB  # noqa: E402
 from oomdoctor.verify.trial import run_sim  # noqa: E402
 
@@ -425,28 +427,9 @@ def test_fsdp_forward_prefetch_holds_the_next_block_in_forward():
 
 def _resident_and_model_states(params: dict) -> tuple[int, int]:
     """(bytes live after two steps, bytes live as the second optimizer step starts) for the built-in transformer."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from oomdoctor.verify import workload
 
-    from oomdoctor.verify import simgpu, workload
-    from oomdoctor.verify.trial import patched_for_sim
-
-    device = simgpu.setup()
-    tracker = simgpu.StorageTracker()
-    at_step: list[int] = []
-    original = workload.Optimizer.step
-
-    def step(self):
-        at_step.append(tracker.live)
-        original(self)
-    workload.Optimizer.step = step  # type: ignore[method-assign]
-    try:
-        with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
-            run = workload.transformer(params, device)
-            run()
-            run()
-            return tracker.live, at_step[-1]
-    finally:
-        workload.Optimizer.step = original  # type: ignore[method-assign]
+    return live_bytes(lambda device: workload.transformer(params, device))
 
 
 @pytest.mark.parametrize("unit", ["layer", "module", "matmul"])
