@@ -386,3 +386,17 @@ def test_zero3s_printed_prefetch_settings_are_replayed_and_unprinted_ones_assume
     config, notes = build(str(tmp_path / "n.log"))
     assert "zero3_max_live_elements" not in config["workload"]["params"]
     assert any("assumed DeepSpeed's defaults" in n and "max_live_parameters 1e+09" in n for n in notes)
+
+
+def test_zero3_without_overlap_comm_gathers_on_the_compute_stream(tmp_path):
+    # DeepSpeed all-gathers on its own stream only with overlap_comm (stage 3's default); printed false, one stream
+    head = ("+ deepspeed --num_gpus 8 train.py --model_name_or_path my-org/unknown-13b --deepspeed ds_config_zero3.json "
+            "--per_device_train_batch_size 4 --bf16\n")
+    zero = ("[2024-05-02 10:00:09,500] [INFO] [config.py:1003:print]   zero_config .................. stage=3 "
+            "contiguous_gradients=True reduce_bucket_size=500000000 overlap_comm=False\n")
+    (tmp_path / "z.log").write_text(head + zero + ZERO_RUN_OOM)
+    config, notes = build(str(tmp_path / "z.log"))
+    assert config["workload"]["params"]["zero3_streams"] is False
+    assert any("overlap_comm=false" in n for n in notes)
+    (tmp_path / "d.log").write_text(head + zero.replace("overlap_comm=False", "overlap_comm=True") + ZERO_RUN_OOM)
+    assert "zero3_streams" not in build(str(tmp_path / "d.log"))[0]["workload"]["params"]

@@ -33,6 +33,7 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "zero3_persistence_threshold_elements": ("zero3_param_persistence_threshold",),
     "zero3_max_reuse_distance_elements": ("zero3_max_reuse_distance",),
     "zero3_backward_prefetch_units": ("fsdp_backward_prefetch",), "zero3_forward_prefetch_units": ("fsdp_forward_prefetch",),
+    "zero3_streams": ("overlap_comm",),
     "eval_batch": ("per_device_eval_batch_size",), "eval_batches": ("eval_batches_total",),
     "eval_accumulation_steps": ("eval_accumulation_steps",), "eval_world_size": ("world_size",),
     "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
@@ -82,6 +83,9 @@ def _zero3_gathering(d: dict[str, Any], params: dict[str, Any], notes: list[str]
                 missing.append(f"{fact.removeprefix('zero3_')} {TransformerParams.model_fields[param].default:.0e}")
         if missing:
             notes.append("ZeRO-3 prefetch: not in the log, assumed DeepSpeed's defaults (" + ", ".join(missing) + ")")
+        if d.get("overlap_comm") is False:  # stage 3 all-gathers on a stream of its own only with overlap_comm
+            params["zero3_streams"] = False
+            notes.append("DeepSpeed overlap_comm=false: ZeRO-3 gathers on the compute stream, replayed on one stream")
         return
     if params["zero_stage"] < 3:
         return
