@@ -37,7 +37,7 @@ def test_sharding_settings_are_validated_as_for_the_built_in_model():
     assert HFParams.model_validate({**base, "zero_stage": 3, "world_size": 8, "batch": 2}).effective_batch == 16
 
 
-def test_the_sharding_fixes_apply_to_an_hf_model_and_cpu_offload_says_it_is_not_replayed():
+def test_the_sharding_fixes_and_optimizer_offload_apply_to_an_hf_model():
     from oomdoctor.verify.fixes import NotApplicable, Variant, apply
 
     params = HFParams.model_validate({"config": "meta-llama/Meta-Llama-3-8B", "zero_stage": 2, "world_size": 4,
@@ -50,8 +50,10 @@ def test_the_sharding_fixes_apply_to_an_hf_model_and_cpu_offload_says_it_is_not_
     module = Variant({**params, "zero_stage": 3, "zero3_gather_unit": "module"}, "")
     assert apply("smaller-zero3-prefetch", module, "train").params["zero3_prefetch_bucket_elements"] == int(
         0.9 * 4096**2)
-    with pytest.raises(NotApplicable, match="not replayed for model: hf"):
-        apply("cpu-offload", base, "train")
+    offloaded = apply("cpu-offload", base, "train")
+    assert offloaded.params["offload"] == "optimizer"
+    with pytest.raises(NotApplicable, match="parameter offload is not replayed for model: hf"):
+        apply("cpu-offload", offloaded, "train")
 
 
 torch = pytest.importorskip("torch")
@@ -162,3 +164,12 @@ def test_checkpointed_zero3_layers_gather_again_for_the_recompute_and_leave_only
         _step(p, model, device, "train", _zero3(p, part, device))()
         shapes = {tuple(q.shape) for q in model.parameters()}
     assert all(len(s) == 1 for s in shapes), shapes  # every parameter is its 1-D shard again after the step
+
+
+def test_optimizer_offload_leaves_only_weights_and_gradients_on_the_device():
+    # ZeRO-Offload of DeepSpeed's bf16 mode: the 12 bytes of fp32 master weights and moments per parameter go to the
+    # host, the 16-bit weights and gradients (2 + 2 bytes) stay
+    n, _ = _parameters(TINY_LLAMA)
+    common = {"dtype": "bfloat16", "master_weights": True}
+    assert _model_states(**common) == pytest.approx(16 * n, rel=0.02)
+    assert _model_states(**common, offload="optimizer") == pytest.approx(4 * n, rel=0.02)

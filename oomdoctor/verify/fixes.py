@@ -185,12 +185,12 @@ def raise_zero_stage(v: Variant, phase: str) -> Variant:
 
 
 def cpu_offload(v: Variant, phase: str) -> Variant:
-    if "offload" not in v.params and "config" in v.params:
-        raise NotApplicable("CPU offload (ZeRO-Offload) is not replayed for model: hf")
     _need(v.params, "offload")
     offload = v.params["offload"]
     if offload == "none":
         return _set(v, offload="optimizer")
+    if "config" in v.params:  # model: hf
+        raise NotApplicable("optimizer states are offloaded already; parameter offload is not replayed for model: hf")
     if offload == "optimizer" and int(v.params.get("zero_stage", 0)) >= 3:
         return _set(v, offload="all")
     raise NotApplicable("optimizer states are offloaded already; parameter offload needs zero_stage: 3")

@@ -206,6 +206,9 @@ class HFParams(ZeroParams):
     activation_offload: bool = Field(False, description=ACTIVATION_OFFLOAD_DOC)
     optimizer: Literal["adamw", "adamw_fused", "adamw8bit", "adafactor", "sgd"] = "adamw"
     master_weights: bool = Field(False, description=MASTER_WEIGHTS_DOC)
+    offload: Literal["none", "optimizer"] = Field("none", description="ZeRO-Offload: the optimizer's states (and "
+                                                  "master weights) live in host memory, each step's gradients are "
+                                                  "copied there; parameter offload is not replayed for model: hf")
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA through peft (base frozen)")
     lora_dropout: float = Field(0.0, ge=0, lt=1)
@@ -227,7 +230,3 @@ class HFParams(ZeroParams):
     def effective_batch(self) -> int:
         return self.batch * self.grad_accum * self.world_size
 
-    @property
-    def offload(self) -> str:
-        """CPU offload (ZeRO-Offload) is not replayed for model: hf: states and shards stay on the device."""
-        return "none"
