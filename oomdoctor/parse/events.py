@@ -523,10 +523,14 @@ class _EventReader:
             evidence=evidence, **{k: v for k, v in f.items() if v is not None or k == "gpu_index"},
         )
 
+    def _index_of(self, number: int) -> int:
+        """The index in self.lines of the first line with line number `number` (a step's evidence points there)."""
+        return bisect_left(self.lines, number, key=lambda ln: ln.number)
+
     def _unfinished_bar_before(self, step: Value, frames: list) -> bool:
         """The step came from a bar still running (n < total) just before the traceback: the failing loop's bar."""
         traceback_line = frames[0][1].number if frames else None
-        k = bisect_left(self.lines, step.evidence.line, key=lambda ln: ln.number)
+        k = self._index_of(step.evidence.line)
         count = ctx.step_of(self.lines[k]) if traceback_line and k < len(self.lines) else None
         return bool(count and count.bar and count.total and count.n < count.total
                     and traceback_line is not None and 0 < traceback_line - step.evidence.line <= 3)
@@ -535,7 +539,7 @@ class _EventReader:
         """The step's bar is the loop a training-start banner began ("***** Running training *****", then bars of one
         total): an evaluation run inline after it, with no bar of its own, leaves the training bar the last drawn."""
         b_idx, banners, s_idx, steps = self.markers.for_rank(rank)
-        k = bisect_left(self.lines, step.evidence.line, key=lambda ln: ln.number)
+        k = self._index_of(step.evidence.line)
         b = bisect_right(b_idx, k) - 1
         if b < 0 or banners[b].kind != "train":
             return False
