@@ -89,6 +89,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "gpu_index": ("int", "GPU index printed in the message"),
     "fatal": ("bool", "the failure ended the run (NCCL warnings may not)"),
     "era": ("str", "message-format era, e.g. 2.2-2.8"),
+    "message_says": ("str", "what the message itself names as the failure: shared_memory, paging_file, enomem, "
+                            "batch_halved_to_zero, kv_pool_no_room, prefill_warmup, cublas_handle, cudnn_no_algorithm"),
     "root_cause": ("bool", "torchelastic named this rank as the first failure"),
     "requested_bytes": ("bytes", "'Tried to allocate': the segment the allocator asked for"),
     "total_bytes": ("bytes", "device total capacity"),
@@ -250,6 +252,8 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         ev[name] = (event.evidence[name],) if name in event.evidence else line
     if out["phase"] == "unknown":
         out["phase"] = None  # unknown, so comparisons on it stay unknown
+    out["message_says"] = event.detail.get("message_says")
+    ev["message_says"] = line
     total, free, reserved = event.total_bytes, event.free_bytes, event.reserved_bytes
     others = sum(p.bytes for p in event.other_processes) if event.other_processes else None
     if others is None and event.process_in_use_bytes is not None:

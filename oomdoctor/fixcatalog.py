@@ -329,7 +329,8 @@ def _cache_budget(d: Derived) -> tuple[Changes, str | None]:
         "vllm_args": {"gpu_memory_utilization": 0.8, "max_model_len": "<shorter>", "max_num_seqs": "<fewer>"},
         "training_args": {"vllm_gpu_memory_utilization": 0.3},
         "serving_engine": {"lmdeploy": "--cache-max-entry-count 0.5 --session-len <shorter>",
-                           "text-generation-inference": "--cuda-memory-fraction 0.8 --max-total-tokens <fewer>",
+                           "text-generation-inference": "--cuda-memory-fraction 0.8 --max-batch-prefill-tokens <fewer> "
+                                                        "--max-total-tokens <fewer>",
                            "sglang": "--mem-fraction-static 0.7 --context-length <shorter>"},
     }, "the engine reserves less of the GPU for weights + KV cache, leaving room for the rest"
 
@@ -364,6 +365,26 @@ def _host_ram(d: Derived) -> tuple[Changes, str | None]:
         "shell": "#SBATCH --mem=<more>   # or docker run --memory / --shm-size",
     }, ("fewer data-loader workers (each holds a copy of the dataset state), weights loaded once and memory-mapped, "
         "predictions not piled up in host RAM")
+
+
+def _more_shm(d: Derived) -> tuple[Changes, str | None]:
+    return {
+        "shell": "docker run --shm-size=16g ...   # or --ipc=host; Kubernetes: an emptyDir {medium: Memory} at /dev/shm",
+        "training_args": {"dataloader_num_workers": 2},
+        "code": "DataLoader(dataset, num_workers=2, ...)  # each worker's batches wait in /dev/shm until used",
+    }, "workers pass their batches through /dev/shm: a larger shm (Docker gives 64 MiB) or fewer workers in flight"
+
+
+def _fewer_workers(d: Derived) -> tuple[Changes, str | None]:
+    changes: Changes = {
+        "training_args": {"dataloader_num_workers": 0},
+        "lightning_trainer": {"DataLoader(num_workers=)": 2},
+        "code": "DataLoader(dataset, num_workers=2)  # 0 loads in the main process",
+    }
+    if _v(d, "message_says") == "paging_file":
+        changes["shell"] = "or enlarge Windows' paging file (System > Advanced > Performance > Virtual memory)"
+    return changes, ("each worker is a process of its own that maps torch's libraries and a copy of the dataset state: fewer "
+        "workers commit less host memory")
 
 
 def _group_by_length(d: Derived) -> tuple[Changes, str | None]:
@@ -422,7 +443,8 @@ BUILDERS: dict[str, Builder] = {
     "lighter-optimizer": _lighter_opt, "raise-zero-stage": _raise_zero, "cpu-offload": _offload,
     "more-gpus": _more_gpus, "fused-cross-entropy": _fused_ce, "free-other-process": _free_other,
     "fix-leak": _fix_leak, "empty-cache-before-save": _save, "lower-gpu-memory-utilization": _cache_budget,
-    "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "group-by-length": _group_by_length,
+    "lower-num-generations": _fewer_generations, "more-host-ram": _host_ram, "more-shared-memory": _more_shm,
+    "fewer-dataloader-workers": _fewer_workers, "group-by-length": _group_by_length,
     "no-preallocation": _no_prealloc, "quantize-weights": _quantize, "ddp-bucket-view": _bucket_view,
     "smaller-zero-buckets": _zero_buckets, "activation-offload": _activation_offload,
     "smaller-zero3-prefetch": _zero3_prefetch,

@@ -26,6 +26,9 @@ FIX_IDS: dict[str, str] = {
     "lower-gpu-memory-utilization": "serving: a smaller KV-cache budget (vLLM gpu_memory_utilization) or max_model_len",
     "lower-num-generations": "RL: fewer generations per prompt or a smaller generation batch",
     "more-host-ram": "give the job more host RAM or load with low_cpu_mem_usage / mmap",
+    "more-shared-memory": "give DataLoader workers more /dev/shm (docker --shm-size or --ipc=host, a memory-backed "
+                          "emptyDir in Kubernetes) or fewer, lighter workers",
+    "fewer-dataloader-workers": "fewer DataLoader workers (each one maps the libraries and copies the dataset state)",
     "group-by-length": "sort/bucket samples by length or pack sequences to cap the longest batch",
     "no-preallocation": "JAX/TF: allocate on demand instead of preallocating most of the GPU",
     "quantize-weights": "load the weights in 4- or 8-bit (bitsandbytes, GPTQ/AWQ, an int4 release; QLoRA to train)",

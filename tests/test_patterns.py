@@ -192,6 +192,35 @@ EXAMPLES = [
     ("2020-11-24 11:32:25.434730: E tensorflow/stream_executor/cuda/cuda_driver.cc:868] failed to alloc 4294967296 "
      "bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory", "tf_oom", None,
      {"requested_bytes": 4294967296}),  # TensorFlow pinning host memory through the driver
+    ("ERROR (train-ctc-parallel:MallocInternal():cuda-device.cc:668) Memory allocation failure", "cuda_error", None,
+     {}),  # Kaldi's CUDA allocator after its release-and-retry
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`", "cublas", None,
+     {"detail": {"library": "CUBLAS", "message_says": "cublas_handle"}}),
+    ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", "cublas", None,
+     {"detail": {"library": "CUDNN", "message_says": "cudnn_no_algorithm"}}),
+    ("onnxruntime.capi.onnxruntime_pybind11_state.RuntimeException: [ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : "
+     "Non-zero status code returned while running Mul node. Name:'Mul_8702' Status Message: /onnxruntime_src/"
+     "onnxruntime/core/framework/bfc_arena.cc:368 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, "
+     "onnxruntime::Stream*, bool, onnxruntime::WaitNotificationFn) Failed to allocate memory for requested buffer of "
+     "size 2830172160", "cuda_error", None, {"requested_bytes": 2830172160}),  # ONNX Runtime's CUDA arena
+    ("[E:onnxruntime:, sequential_executor.cc:339 Execute] Non-zero status code returned while running Conv node. "
+     "Name:'347_nchwc' Status Message: bfc_arena.cc:330 onnxruntime::BFCArena::AllocateRawInternal Failed to allocate "
+     "memory for requested buffer of size 285081600", "host_oom", None,
+     {"requested_bytes": 285081600}),  # the CPU provider's arena (NCHWc is its layout)
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "kv_cache", None,
+     {"detail": {"engine": "sglang", "message_says": "kv_pool_no_room"}}),
+    ("Error: WebServer(Warmup(Generation(\"Not enough memory to handle 4096 prefill tokens. You need to decrease "
+     "`--max-batch-prefill-tokens`\")))", "kv_cache", None,
+     {"detail": {"engine": "text-generation-inference", "message_says": "prefill_warmup", "prefill_tokens": 4096}}),
+    ("RuntimeError: No executable batch size found, reached zero.", "cuda_oom", None,
+     {"detail": {"message_says": "batch_halved_to_zero"}}),  # accelerate's find_executable_batch_size
+    ("RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error. It is possible that dataloader's "
+     "workers are out of shared memory. Please try to raise your shared memory limit.", "host_oom", None,
+     {"detail": {"message_says": "shared_memory"}}),
+    ("OSError: [Errno 12] Cannot allocate memory", "host_oom", None, {"detail": {"message_says": "enomem"}}),
+    ("OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "
+     "\"C:\\Python310\\lib\\site-packages\\torch\\lib\\cudnn_cnn_infer64_8.dll\" or one of its dependencies.",
+     "host_oom", None, {"detail": {"message_says": "paging_file"}}),
 ]
 
 
@@ -254,6 +283,16 @@ def test_two_writers_on_one_line_give_two_events():
            "and PYTORCH_CUDA_ALLOC_CONF")
     events = parse_text(one.format(g=0) + one.format(g=3) + "\n").events
     assert [e.gpu_index for e in events] == [0, 3]
+
+
+def test_a_message_cut_by_a_hard_wrap_before_its_trigger_is_read_from_the_line_above():
+    """'cudaMalloc fail' / 'ed: out of memory': the trigger is on the tail; the head is the full-width line above."""
+    head = "  what():  [10:44:35] src/engine/./threaded_engine.h:359: [10:44:35] src/storage/./pooled_storage_manager.h:107"
+    facts = parse_text("terminate called after throwing an instance of 'dmlc::Error'\n" + head + ": cudaMalloc fail\n"
+                       "ed: out of memory\n")
+    assert [(e.kind, e.line) for e in facts.events] == [("cuda_error", 2)]
+    # a short line above is not a wrapped head: the tail alone stays unrecognised
+    assert parse_text("cudaMalloc fail\ned: out of memory\n").events == ()
 
 
 def test_a_code_line_quoting_the_phrase_is_not_an_oom_but_a_pasted_message_after_it_is():
@@ -419,9 +458,13 @@ def test_a_worker_that_a_segfault_killed_is_not_an_oom_kill():
     exit_line = "RuntimeError: DataLoader worker (pid(s) 8260) exited unexpectedly\n"
     assert [e.kind for e in parse_text(exit_line).events] == ["host_oom"]
     for report in ("ERROR: Unexpected segmentation fault encountered in worker.\n",
-                   "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
-                   "memory (shm).\n", "RuntimeError: DataLoader worker (pid 8260) is killed by signal: Aborted.\n"):
+                   "RuntimeError: DataLoader worker (pid 8260) is killed by signal: Aborted.\n"):
         assert not parse_text(report + exit_line).events, report
+    # a bus error with PyTorch's shared-memory reading is a failure of its own (shm full), not an OOM kill
+    shm = ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory "
+           "(shm).\n")
+    assert [(e.kind, e.line, e.detail.get("message_says")) for e in parse_text(shm + exit_line).events] == [
+        ("host_oom", 1, "shared_memory")]
     killed = "RuntimeError: DataLoader worker (pid 8260) is killed by signal: Killed.\n"
     assert [e.kind for e in parse_text(killed + exit_line).events] == ["host_oom"]  # one kill, reported twice
 

@@ -34,6 +34,9 @@ STEP_PATTERNS = (
     # Pointcept and other point-cloud trainers: "Train: [1/50][12/157] Data 1.587 ..." (epoch/epochs, iter/iters)
     lazy(r"\bTrain:?\s{0,2}\[\s{0,6}\d{1,20}/\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),
     lazy(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, iteration-based
+    # MXNet's Speedometer (Module.fit, GluonCV scripts): "Epoch[0] Batch [2260]\tSpeed: 0.34 samples/sec", the batch
+    # counted within the epoch
+    lazy(r"\bEpoch\[\d{1,20}\]\s{0,2}Batch\s{0,2}\[(?P<n>\d{1,20})\]"),
     lazy(r"^\s{0,4}\[\s{0,4}\d{1,20},\s{0,8}(?P<n>\d{1,20})(?:/\d{1,20})?\]"),  # [epoch, iter] / [epoch, iter/total]
     lazy(r"\bstep=(?P<n>\d{1,20})\b"),  # DeepSpeed log_dist
     lazy(r"\biteration\s{1,12}(?P<n>\d{1,20})\s{0,4}/\s{0,12}\d{1,20}"),  # Megatron

@@ -282,6 +282,20 @@ def has_trigger(text: str) -> bool:
     return bool(automaton.find_matches_as_indexes(text))
 
 
+WRAP_MIN_WIDTH = 60  # a terminal or paste that hard-wraps lines does so at 60 columns or more
+
+
+def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
+    """lines[i] may be the tail of the line before it, cut by a hard wrap mid-word ("...: cudaMalloc fail" /
+    "ed: out of memory"): that line comes right before it, fills at least WRAP_MIN_WIDTH columns without a
+    trailing space, and holds no trigger of its own (it was tried already)."""
+    if i == 0:
+        return False
+    prev, line = lines[i - 1], lines[i]
+    return (prev.number == line.number - 1 and prev.rank == line.rank and len(prev.raw) >= WRAP_MIN_WIDTH
+            and not prev.raw.endswith(" ") and not has_trigger(prev.text))
+
+
 def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     """Every OOM message in the lines, in order: where it starts and ends, its kind, its match."""
     memo: dict[str, Classified | None] = {}
@@ -296,6 +310,9 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
         c, text, end, offsets = _recognise(lines, i, memo)
+        if c is None and _wrapped_into(lines, i):  # the message's head is on the line a hard wrap cut it from
+            c, text, end, offsets = _recognise(lines, i - 1, memo)
+            i = i - 1 if c is not None else i
         if c is None or (code_like and not c.full) or _superseded(lines, i, c, nxt):
             i += 1
             continue

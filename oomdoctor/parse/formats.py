@@ -23,7 +23,9 @@ TRIGGERS = (
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
     "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
-    "memory allocation of", "ResourceExhaustedError",
+    "memory allocation of", "ResourceExhaustedError", "Memory allocation failure", "CUBLAS_STATUS_NOT_INITIALIZED",
+    "valid cuDNN algorithm", "allocate memory for requested", "Not enough memory", "No executable batch size",
+    "WinError 1455", "shared memory",
     *KILLED_TRANSLATED,
 )
 
@@ -271,6 +273,39 @@ FAISS_GPU = lazy(
 # (error 2 out of memory)" - the request, no device.
 FAISS_GPU_OLD = lazy(r"failed to cudaMalloc (?P<requested>\d{1,20}) bytes \(error 2 out of memory\)")
 CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
+# Kaldi's CUDA allocator (Kaldi, Eesen): a failed cudaMalloc is retried once after the cache is released, then
+# "WARNING (...) Allocation failed for the second time." and "ERROR (prog:MallocInternal():cuda-device.cc:668) Memory
+# allocation failure" (cu-allocator.cc in later Kaldi: the same words from its MallocPitch).
+KALDI_CUDA = lazy(r"\(\S{1,80}:(?:MallocInternal|MallocPitch\w{0,20}|Malloc\w{0,20})\(\):[\w.-]{1,60}:\d{1,6}\)\s{1,4}"
+                  r"Memory allocation failure")
+# cuBLAS creating its handle (PyTorch's first matmul on a device or stream) cannot get its workspace: the driver
+# returns NOT_INITIALIZED or ALLOC_FAILED; with the device already full, the usual reason.
+CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `?cublasCreate\(handle\)")
+# cuDNN finds no convolution algorithm whose workspace fits in what is left (PyTorch's Conv_v7/v8 search).
+CUDNN_NO_ALGO = lazy(r"Unable to find a valid cuDNN algorithm to run convolution")
+# ONNX Runtime's arena: "bfc_arena.cc:376 ... BFCArena::AllocateRawInternal ... Failed to allocate memory for
+# requested buffer of size 2830172160". The arena serves the CUDA provider or the CPU one ("Cpu"; NCHWc nodes are
+# the CPU provider's layout).
+ORT_ARENA = lazy(r"Failed to allocate memory for requested buffer of size (?P<requested>\d{1,20})")
+ORT_CPU = lazy(r"_nchwc\b|BFCArena for Cpu|CPUExecutionProvider")
+# SGLang sizes its KV pool from --mem-fraction-static after loading the weights; when the weights (and CUDA graphs)
+# leave nothing for it: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+SGLANG_KV = lazy(r"Not enough memory\. Please try to increase --mem-fraction-static")
+# TGI's warm-up runs the largest prefill batch it will serve: "Not enough memory to handle 4096 prefill tokens. You
+# need to decrease `--max-batch-prefill-tokens`".
+TGI_PREFILL = lazy(r"Not enough memory to handle (?P<tokens>\d{1,12}) prefill tokens")
+# accelerate's find_executable_batch_size (and HF Trainer's auto_find_batch_size) halved the batch after every OOM
+# down to zero: even a batch of one did not fit.
+AUTO_BATCH_ZERO = lazy(r"(?<![\"'])No executable batch size found, reached zero")  # not the raise statement's string
+# Host memory the process could not get from the kernel: fork/mmap failing with ENOMEM ("OSError: [Errno 12] Cannot
+# allocate memory", DataLoader workers forking a large parent), Windows' commit limit ("[WinError 1455] The paging
+# file is too small for this operation to complete", each worker mapping torch's DLLs again).
+HOST_ENOMEM = lazy(r"\[Errno 12\] Cannot allocate memory|\[WinError 1455\] The paging file is too small")
+# A DataLoader worker killed by SIGBUS while writing a batch into /dev/shm (Docker's default 64 MiB): PyTorch's own
+# reading of it, from the worker ("ERROR: Unexpected bus error encountered in worker. This might be caused by
+# insufficient shared memory (shm).") or the main process ("... killed by signal: Bus error. It is possible that
+# dataloader's workers are out of shared memory.").
+SHM_EXHAUSTED = lazy(r"workers are out of shared memory|insufficient shared memory \(shm\)")
 # Ray's memory monitor killing work when the node's RAM runs out: "RayOutOfMemoryError: More than 95% of the memory on
 # node n01 is used (59.62 / 62.75 GB)" (Ray 1.x), "ray.exceptions.OutOfMemoryError: Task was killed due to the node
 # running low on memory." (Ray 2.x).
