@@ -71,6 +71,12 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "num_layers": ("int", "transformer layers, from the printed model config"),
     "vocab_size": ("int", "vocabulary size, from the printed model config"),
     "tensor_parallel": ("int", "tensor-parallel degree (Megatron, torchtitan, vLLM)"),
+    "serving_total_bytes": ("bytes", "serving engine: the GPU memory it profiled (vLLM total_gpu_memory)"),
+    "gpu_memory_utilization": ("float", "serving engine: the share of the GPU it may use (vLLM gpu_memory_utilization)"),
+    "weights_bytes": ("bytes", "serving engine: what loading the weights took (vLLM, SGLang)"),
+    "activation_peak_bytes": ("bytes", "serving engine: the activation peak its profiling run measured (vLLM)"),
+    "kv_cache_budget_bytes": ("bytes", "serving engine: the memory left for the KV cache (negative: none)"),
+    "free_after_weights_bytes": ("bytes", "serving engine: device memory still free after the weights (SGLang)"),
     "trainable_params": ("int", "trainable parameters as printed (PEFT, HF Trainer, Lightning)"),
     "total_params": ("int", "all parameters as printed (PEFT, Lightning, Megatron)"),
 }

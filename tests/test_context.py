@@ -860,3 +860,27 @@ def test_a_ray_train_workers_rank_comes_from_the_pid_its_controller_lists():
     joined = "(RayTrainWorker pid=25256) Setting up process group for: env:// [rank=1, world_size=2]\n"
     (event,) = events(joined + failing)
     assert event.rank == 1
+
+
+def _config(*texts: str) -> dict:
+    cfg = config_from([Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(texts)], "serve.log")
+    return {k: v.value for k, v in cfg.items() if k != "stacks"}
+
+
+def test_serving_engines_memory_profiling_summaries_give_the_budget_in_bytes():
+    gib = 1024**3
+    vllm = _config("the current vLLM instance can use total_gpu_memory (79.15GiB) x gpu_memory_utilization (0.90) = "
+                   "71.24GiB",
+                   "model weights take 14.99GiB; non_torch_memory takes 0.25GiB; PyTorch activation peak memory takes "
+                   "1.23GiB; the rest of the memory reserved for KV Cache is -2.50GiB.")
+    assert vllm["serving_total_bytes"] == round(79.15 * gib) and vllm["gpu_memory_utilization"] == 0.9
+    assert vllm["weights_bytes"] == round(14.99 * gib) and vllm["activation_peak_bytes"] == round(1.23 * gib)
+    assert vllm["kv_cache_budget_bytes"] == -round(2.5 * gib)  # nothing left: vLLM prints it negative
+    assert _config("INFO 05-02 [gpu_worker.py:249] Available KV cache memory: 54.77 GiB")["kv_cache_budget_bytes"] \
+        == round(54.77 * gib)
+    sglang = _config("[2026-05-11 09:04:51 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, "
+                     "avail mem=60.12 GB, mem usage=14.38 GB.",
+                     "[2026-05-11 09:04:52 TP0] KV Cache is allocated. #tokens: 1093421, K size: 25.03 GB, V size: "
+                     "25.03 GB")
+    assert sglang == {"free_after_weights_bytes": round(60.12 * gib), "weights_bytes": round(14.38 * gib),
+                      "kv_cache_budget_bytes": 2 * round(25.03 * gib)}

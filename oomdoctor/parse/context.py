@@ -12,7 +12,7 @@ import regex
 from oomdoctor.parse.lazyregex import lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
 from oomdoctor.parse.normalize import Line
-from oomdoctor.units import UnitError, to_bytes
+from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
 TQDM = lazy(
@@ -1073,6 +1073,52 @@ def _param_counts(text: str, cfg: dict[str, Value], ev: Evidence) -> bool:
     return True
 
 
+# Serving engines' memory-profiling summaries: what the card holds, what the weights took, what is left for the KV cache.
+# vLLM (gpu_worker.py): "the current vLLM instance can use total_gpu_memory (22.06GiB) x gpu_memory_utilization (0.90)
+# = 19.86GiB" / "model weights take 14.99GiB; non_torch_memory takes 0.07GiB; PyTorch activation peak memory takes
+# 1.33GiB; the rest of the memory reserved for KV Cache is 3.47GiB." / "Available KV cache memory: 3.47 GiB" /
+# "Model loading took 14.9924 GiB". SGLang (model_runner.py, GB meaning GiB): "Load weight end. type=..., avail
+# mem=0.81 GB, mem usage=22.47 GB." / "KV Cache is allocated. #tokens: 113042, K size: 6.04 GB, V size: 6.04 GB".
+_GIB_FIGURE = r"\d{1,7}(?:\.\d{1,6})?\s?(?:GiB|GB)"
+SERVING_MEMORY = (
+    lazy(r"total_gpu_memory \((?P<serving_total_bytes>" + _GIB_FIGURE + r")\) x gpu_memory_utilization "
+         r"\((?P<gpu_memory_utilization>[01](?:\.\d{1,4})?)\)"),
+    lazy(r"model weights take (?P<weights_bytes>" + _GIB_FIGURE + r");[^\n]{0,200}?activation peak memory takes "
+         r"(?P<activation_peak_bytes>" + _GIB_FIGURE + r");[^\n]{0,80}?reserved for KV Cache is "
+         r"(?P<kv_cache_budget_bytes>-?" + _GIB_FIGURE + r")"),
+    lazy(r"Available KV cache memory: (?P<kv_cache_budget_bytes>-?" + _GIB_FIGURE + r")"),
+    lazy(r"Model loading took (?P<weights_bytes>" + _GIB_FIGURE + r")"),
+    lazy(r"Load weight end\.[^\n]{0,300}?avail mem=(?P<free_after_weights_bytes>" + _GIB_FIGURE + r"), mem usage="
+         r"(?P<weights_bytes>" + _GIB_FIGURE + r")"),
+    lazy(r"KV Cache is allocated\. #tokens: \d{1,12}, K size: (?P<k>" + _GIB_FIGURE + r"), V size: (?P<v>"
+         + _GIB_FIGURE + r")"),
+)
+_SERVING_WORDS = ("total_gpu_memory", "weights take", "KV cache memory", "Model loading took", "Load weight end",
+                  "KV Cache is allocated")
+
+
+def _serving_memory(ln: Line, text: str, source: str, cfg: dict[str, Value]) -> bool:
+    """A serving engine's memory-profiling figures on this line, into cfg (bytes; the utilisation as a float)."""
+    found = False
+    for pat in SERVING_MEMORY:
+        if (m := pat.search(text)) is None:
+            continue
+        values: dict[str, float | int] = {}
+        for key, raw in m.groupdict().items():
+            if raw is None:
+                continue
+            if key == "gpu_memory_utilization":
+                values[key] = float(raw)
+            elif key in ("k", "v"):  # SGLang's pool: its K and V halves
+                values["kv_cache_budget_bytes"] = values.get("kv_cache_budget_bytes", 0) + parse_size(raw)
+            else:  # vLLM prints a negative KV budget when the weights and peak leave nothing
+                values[key] = -parse_size(raw[1:]) if raw.startswith("-") else parse_size(raw)
+        for key, value in values.items():
+            cfg[key] = Value(value=value, evidence=_ev(source, ln))
+        found = found or bool(values)
+    return found
+
+
 def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
     """Run configuration printed anywhere in the given lines; the last value seen wins."""
     cfg: dict[str, Value] = {}
@@ -1141,6 +1187,8 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         found = True
     if m := OFFLOAD.search(text):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
+        found = True
+    if any(w in text for w in _SERVING_WORDS) and _serving_memory(ln, text, source, cfg):
         found = True
     if "use_peft" in text and PEFT_OFF.search(text):  # TRL's ModelConfig prints its lora_* defaults with PEFT off
         cfg["lora"] = Value(value=False, evidence=_ev(source, ln))
