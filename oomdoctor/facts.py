@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oomdoctor.estimate import ActivationEstimate, activations
-from oomdoctor.modelshapes import shape_of
+from oomdoctor.modelshapes import params_in_name, quantised_bytes_per_weight, shape_of
 from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, ParseResult, RunContext
 from oomdoctor.units import IMPLAUSIBLE_BYTES, MIB
 from oomdoctor.verify.rounding import allocation_size, round_size
@@ -67,6 +67,7 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "lora": ("bool", "LoRA / PEFT adapters in use"),
     "lora_r": ("int", "LoRA rank as printed (lora_r, lora_rank)"),
     "offload": ("bool", "optimizer/parameter offload to CPU on"),
+    "quantized_weights": ("bool", "the weights were loaded quantised (bitsandbytes 4/8-bit, GPTQ, AWQ, QLoRA, GGUF)"),
     "hidden_size": ("int", "model hidden size, from the printed model config"),
     "num_layers": ("int", "transformer layers, from the printed model config"),
     "vocab_size": ("int", "vocabulary size, from the printed model config"),
@@ -165,6 +166,11 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "inference_only": ("bool", "the log shows serving or generation/evaluation and no sign of training (no step, optimizer, backward or trainer)"),
     "data_parallel_degree": ("int", "world_size / tensor_parallel: ranks holding a replica (or a ZeRO shard)"),
     "context_shown": ("bool", "the log shows more than the message: a step, a phase, an operation, the run's configuration or memory over steps"),
+    "model_params": ("int", "parameters of the model: all parameters as printed, else the size its name announces "
+                             "(Llama-2-70b: 70e9; a mixture of experts' floor)"),
+    "weights_bytes_floor": ("bytes", "the least the weights can take: model_params x the fewest bytes per weight the log "
+                                     "allows (4-bit 0.5, 8-bit 1, float32 printed 4, else 2)"),
+    "weights_floor_over_total": ("float", "weights_bytes_floor / total_bytes: at 1 or more the weights alone do not fit"),
     "activation_bytes_estimate": ("bytes", "activations of the longest micro-batch the config allows (oomdoctor.estimate)"),
     "activation_fraction_of_total": ("float", "activation_bytes_estimate / total"),
     # from a memory snapshot's segments (set only when they can be the state at the failure)
@@ -402,6 +408,27 @@ def _known_shape(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> No
             ev[key] = ev.get("model_name", ())
 
 
+FLOAT32_DTYPES = ("float32", "fp32", "torch.float32", "float")
+
+
+def _weights_floor(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    """The least memory the model's weights need, from its printed parameter count or the size in its name."""
+    name = out.get("model_name")
+    params, source = out.get("total_params"), "total_params"
+    if params is None and name:
+        params, source = params_in_name(name), "model_name"
+    out["model_params"] = params
+    per_weight = 0.5 if out.get("quantized_weights") else (quantised_bytes_per_weight(name) if name else None) or (
+        4.0 if str(out.get("model_dtype") or "").lower() in FLOAT32_DTYPES else 2.0)
+    out["weights_bytes_floor"] = floor = int(params * per_weight) if params else None
+    total = out.get("total_bytes")
+    out["weights_floor_over_total"] = floor / total if floor and total else None
+    if params:
+        cited = ev.get(source, ()) + ev.get("model_dtype", ()) + ev.get("quantized_weights", ())
+        ev["model_params"] = ev["weights_bytes_floor"] = ev.get(source, ())
+        ev["weights_floor_over_total"] = cited + ev.get("total_bytes", ())
+
+
 def _alloc_conf(event: OOMEvent, run: RunContext | None, out: dict[str, Any],
                 ev: dict[str, tuple[Evidence, ...]]) -> None:
     conf = run.alloc_conf if run else None
@@ -548,6 +575,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _config(run, out, ev)
     _alloc_conf(event, run, out, ev)
     _multiples(out, ev)
+    _weights_floor(out, ev)
     if event.detail.get("first_step") and out["is_first_step"] is None:  # started, then failed before a step
         out["is_first_step"] = True
         ev["is_first_step"] = (event.evidence["first_step"],)

@@ -1,4 +1,5 @@
-"""Published shapes (hidden size, layers, vocabulary) of common base models, matched by name."""
+"""What a model's name says about it: published shapes (hidden size, layers, vocabulary) of common base models, the
+parameter count most names carry ("Llama-2-70b", "Qwen2.5-1.5B", "Mixtral-8x7B") and the quantisation they announce."""
 
 from __future__ import annotations
 
@@ -53,3 +54,34 @@ def shape_of(model_name: str) -> tuple[int, int, int] | None:
         if pattern.search(name):
             return hidden, layers, vocab
     return None
+
+
+# The size token of a model name: "70b", "1.5B", "350m", "8x7b" (experts x size), standing alone between separators.
+_SIZE_TOKEN = regex.compile(r"(?<![\w.])(?:(?P<experts>\d{1,3})x)?(?P<n>\d{1,4}(?:\.\d{1,3})?)(?P<unit>[bBmM])(?![\w.])")
+_UNIT = {"b": 10**9, "m": 10**6}
+# A mixture of experts shares attention and embeddings: Mixtral 8x7B has 46.7B parameters, 8x22B 141B (0.83x and 0.80x
+# of experts x size). The floor below stays under both.
+MOE_SHARE_FLOOR = 0.75
+# Quantised releases and loaders named in a model's name or path: bytes per weight at most.
+_QUANTISED = (("0.5", regex.compile(r"(?<![a-z0-9])(?:4bit|4-bit|int4|nf4|gptq|awq|q4(?:_\w{1,8})?|bnb-4bit|exl2)(?![a-z0-9])")),
+              ("1", regex.compile(r"(?<![a-z0-9])(?:8bit|8-bit|int8|fp8|q8(?:_\w{1,8})?)(?![a-z0-9])")))
+
+
+def params_in_name(model_name: str) -> int | None:
+    """The parameter count a model's name announces ("Llama-2-70b-hf" -> 70e9), a floor for a mixture of experts;
+    None when the name carries no size (gpt2-xl, bert-base)."""
+    name = model_name.rsplit("/", 1)[-1] if "/" in model_name else model_name
+    found = [m for m in _SIZE_TOKEN.finditer(name.replace("_", "-"))]
+    if not found:
+        return None
+    m = found[-1]  # "llama-3-8b" (a version number is not a size: no unit)
+    n = float(m["n"]) * _UNIT[m["unit"].lower()]
+    if m["experts"]:
+        n *= int(m["experts"]) * MOE_SHARE_FLOOR
+    return int(n)
+
+
+def quantised_bytes_per_weight(model_name: str) -> float | None:
+    """Bytes per weight a quantised release or loader named in the model's name stores at most; None if none named."""
+    low = model_name.lower()
+    return next((float(b) for b, pattern in _QUANTISED if pattern.search(low)), None)

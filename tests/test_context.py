@@ -884,3 +884,18 @@ def test_serving_engines_memory_profiling_summaries_give_the_budget_in_bytes():
                      "25.03 GB")
     assert sglang == {"free_after_weights_bytes": round(60.12 * gib), "weights_bytes": round(14.38 * gib),
                       "kv_cache_budget_bytes": 2 * round(25.03 * gib)}
+
+
+def test_the_size_a_model_name_announces_and_weights_loaded_quantised():
+    from oomdoctor.modelshapes import params_in_name, quantised_bytes_per_weight
+
+    assert params_in_name("meta-llama/Llama-2-70b-chat-hf") == 70 * 10**9
+    assert params_in_name("Qwen/Qwen2.5-1.5B-Instruct") == 15 * 10**8
+    assert params_in_name("bigscience/bloom-560m") == 560 * 10**6
+    assert params_in_name("mistralai/Mixtral-8x7B-v0.1") == 42 * 10**9  # a floor under its 46.7B
+    assert params_in_name("gpt2-xl") is None and params_in_name("llama-3.1") is None  # no size, a version
+    assert quantised_bytes_per_weight("TheBloke/Llama-2-13B-GPTQ") == 0.5
+    assert quantised_bytes_per_weight("meta-llama/Llama-2-13b-hf") is None
+    assert _config("model = AutoModelForCausalLM.from_pretrained(name, load_in_4bit=True)")["quantized_weights"]
+    # a BitsAndBytesConfig dump with quantisation off names its 4-bit fields all the same
+    assert "quantized_weights" not in _config('"load_in_4bit": false, "bnb_4bit_quant_type": "nf4"')

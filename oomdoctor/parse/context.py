@@ -1097,6 +1097,13 @@ _SERVING_WORDS = ("total_gpu_memory", "weights take", "KV cache memory", "Model 
                   "KV Cache is allocated")
 
 
+# Weights loaded quantised: bitsandbytes' switches set to true and its layer classes as a model prints them, GPTQ/AWQ
+# releases and kernels, QLoRA, GGUF files. (A BitsAndBytesConfig dump alone prints its 4-bit fields even when off.)
+QUANTIZED_WEIGHTS = lazy(r"load_in_(?:4|8)bit['\"]?\s{0,3}[:=]\s{0,3}['\"]?[Tt]rue|\bLinear(?:4bit|8bitLt)\b"
+                         r"|\b(?:GPTQ|AWQ|QLoRA)|quant_method['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?:gptq|awq|bitsandbytes)"
+                         r"|\.gguf\b")
+
+
 def _serving_memory(ln: Line, text: str, source: str, cfg: dict[str, Value]) -> bool:
     """A serving engine's memory-profiling figures on this line, into cfg (bytes; the utilisation as a float)."""
     found = False
@@ -1187,6 +1194,9 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         found = True
     if m := OFFLOAD.search(text):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
+        found = True
+    if ("bit" in text or "Q" in text or "quant" in text or "gguf" in text) and QUANTIZED_WEIGHTS.search(text):
+        cfg.setdefault("quantized_weights", Value(value=True, evidence=_ev(source, ln)))
         found = True
     if any(w in text for w in _SERVING_WORDS) and _serving_memory(ln, text, source, cfg):
         found = True
