@@ -904,6 +904,15 @@ def test_a_keras3_bar_at_its_total_still_showing_eta_0s_is_the_epoch_end_validat
     assert one("Epoch 1/3\n" + KERAS3.format(n=19, eta="0s", val="") + MSG).phase != "eval"  # mid-epoch
 
 
+def test_keras3_evaluate_after_fit_draws_its_own_bar_and_the_step_stays_the_last_epochs():
+    fit = "".join(KERAS3.format(n=n, eta="0s", val="") for n in (19, 20))
+    closed = KERAS3.format(n=20, eta="5s", val=" - val_accuracy: 0.1562 - val_loss: 2.3190")
+    evaluate = "".join(f"{n}/8 ━━━━━━━━━━━━━━━━━━━━ 0s 161ms/step - accuracy: 0.1719 - loss: 2.2912\n" for n in (1, 2, 3))
+    frames = 'Traceback (most recent call last):\n  File "/workspace/run.py", line 60, in <module>\n    model.evaluate(vx, vy)\n'
+    event = one("Epoch 3/3\n" + fit + closed + "\n" + evaluate + frames + MSG)
+    assert (event.phase, event.step) == ("eval", 20)
+
+
 ULTRA_TRAIN = "        2/3         0G      4.767      2.819      2.897          9         64: {pct}% ━━━╸──────── {n}/10 3.4it/s\n"
 ULTRA_VAL = ("                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 50% ━━━━━━────── "
              "1/2 1.0s/it 0.3s<1.0s\n")

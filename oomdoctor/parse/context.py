@@ -30,6 +30,8 @@ LIGHTNING = lazy(
 )
 # PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
+# Keras 3's bar counts the epoch's batches: " 7/20 ━━━━━━━━━━━━━━━━━━━━ 1s 83ms/step - loss: ..."
+KERAS3 = lazy(r"^\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20}) ━{1,400} ")
 STEP_PATTERNS = (
     lazy(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     lazy(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
@@ -53,7 +55,6 @@ STEP_PATTERNS = (
     lazy(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})(?:\s{0,2}/\s{0,2}\d{1,20})?\b(?![.%])"),
     lazy(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})\s{0,2}/\s{0,2}\d{1,20}\b"),  # Iter 120/500
     lazy(r"^\s{0,4}(?P<n>\d{1,20})/\d{1,20} \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
-    lazy(r"^\s{0,4}(?P<n>\d{1,20})/\d{1,20} ━{1,400} "),  # Keras 3: " 7/20 ━━━━━━━━━━━━━━━━━━━━ 1s 83ms/step - loss: ..."
     # HF Trainer's notebook progress as text: "[ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]" (its eval bar has no Epoch)
     lazy(r"^\s{0,4}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20} [\d:]{4,12} < [\d:]{4,12}, [\d.]{1,12} (?:it/s|s/it), Epoch [\d.]{1,20}/\d{1,20}\]"),
 )
@@ -182,6 +183,9 @@ def step_of(line: Line) -> StepCount | None:
     if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
+    m = KERAS3.search(text) if "━" in text else None
+    if m:
+        return StepCount(int(m["n"]), int(m["total"]), True)
     if may_hold_bar(text):
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
