@@ -466,7 +466,7 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
     """Phase-bearing calls in the code lines printed under the frame header lines[i] (e.g. `model.fit(`,
     `trainer.evaluate(`), as pseudo-frames: the statement names what was running one level deeper."""
     out: list[tuple[str, Line]] = []
-    if MODEL_FORWARD_FILE.search(lines[i].text):
+    if "ultralytics" in lines[i].text and MODEL_FORWARD_FILE.search(lines[i].text):
         return out  # a model's forward calling its own predict(): no phase
     for ln in lines[i + 1 : i + 1 + CODE_LINES_PER_FRAME]:
         if not _same_rank(ln, rank):
@@ -815,7 +815,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         if script is None and (by_name := _script_phase(func, ln)):
             script = Witness(by_name, ln)
         name = func.rsplit(".", 1)[-1]
-        if MODEL_FORWARD_FILE.search(ln.text):
+        if "ultralytics" in ln.text and MODEL_FORWARD_FILE.search(ln.text):
             continue
         if name == "convert" and "/torch/nn/modules/" in ln.text:  # Module.to() (a constructor is an init name)
             innermost = Witness("init", ln)
