@@ -899,3 +899,81 @@ def test_the_size_a_model_name_announces_and_weights_loaded_quantised():
     assert _config("model = AutoModelForCausalLM.from_pretrained(name, load_in_4bit=True)")["quantized_weights"]
     # a BitsAndBytesConfig dump with quantisation off names its 4-bit fields all the same
     assert "quantized_weights" not in _config('"load_in_4bit": false, "bnb_4bit_quant_type": "nf4"')
+KERAS3 = "{n:>2}/20 ━━━━━━━━━━━━━━━━━━━━ {eta} 83ms/step - accuracy: 0.1429 - loss: 2.3236{val}\n"
+
+
+def test_a_keras3_bar_counts_the_epochs_batches():
+    bars = "".join(KERAS3.format(n=n, eta="1s", val="") for n in range(1, 8))
+    event = one("Epoch 2/3\n" + bars + MSG)
+    assert (event.phase, event.step) == ("train", 7)
+
+
+def test_a_keras3_bar_at_its_total_still_showing_eta_0s_is_the_epoch_end_validation():
+    bars = "".join(KERAS3.format(n=n, eta="0s", val="") for n in range(18, 21))
+    event = one("Epoch 1/3\n" + bars + MSG)
+    assert (event.phase, event.step) == ("eval", 20)  # the training bar's last batch is done
+    closed = KERAS3.format(n=20, eta="3s", val=" - val_accuracy: 0.1484 - val_loss: 2.3309")
+    assert one("Epoch 1/3\n" + bars + closed + MSG).phase != "eval"  # the epoch closed after its validation
+    assert one("Epoch 1/3\n" + KERAS3.format(n=19, eta="0s", val="") + MSG).phase != "eval"  # mid-epoch
+
+
+def test_keras3_evaluate_after_fit_draws_its_own_bar_and_the_step_stays_the_last_epochs():
+    fit = "".join(KERAS3.format(n=n, eta="0s", val="") for n in (19, 20))
+    closed = KERAS3.format(n=20, eta="5s", val=" - val_accuracy: 0.1562 - val_loss: 2.3190")
+    evaluate = "".join(f"{n}/8 ━━━━━━━━━━━━━━━━━━━━ 0s 161ms/step - accuracy: 0.1719 - loss: 2.2912\n" for n in (1, 2, 3))
+    frames = 'Traceback (most recent call last):\n  File "/workspace/run.py", line 60, in <module>\n    model.evaluate(vx, vy)\n'
+    event = one("Epoch 3/3\n" + fit + closed + "\n" + evaluate + frames + MSG)
+    assert (event.phase, event.step) == ("eval", 20)
+
+
+ULTRA_TRAIN = "        2/3         0G      4.767      2.819      2.897          9         64: {pct}% ━━━╸──────── {n}/10 3.4it/s\n"
+ULTRA_VAL = ("                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 50% ━━━━━━────── "
+             "1/2 1.0s/it 0.3s<1.0s\n")
+ULTRA_FRAMES = (
+    'Traceback (most recent call last):\n'
+    '  File "/usr/lib/python3/site-packages/ultralytics/engine/trainer.py", line 549, in _do_train\n'
+    '    loss, self.loss_items = self.model(batch)\n'
+    '  File "/usr/lib/python3/site-packages/ultralytics/nn/tasks.py", line 163, in forward\n'
+    '    return self.predict(x, *args, **kwargs)\n'
+    '  File "/usr/lib/python3/site-packages/ultralytics/nn/tasks.py", line 180, in predict\n'
+    '    return self._predict_once(x, profile, embed)\n')
+
+
+def test_ultralytics_bars_count_the_epochs_batches_and_its_models_predict_is_the_forward_pass():
+    scan = "train: Scanning /data/shapes/labels/train... 40 images, 0 backgrounds, 0 corrupt: 100% ━━━━━━━━━━━━ 40/40 906it/s\n"
+    bars = "".join(ULTRA_TRAIN.format(pct=10 * n, n=n) for n in range(4))
+    event = one(scan + "Starting training for 3 epochs...\n" + bars + ULTRA_FRAMES + MSG)
+    assert (event.phase, event.step) == ("train", 3)
+    assert one(scan + "Starting training for 3 epochs...\n" + ULTRA_FRAMES + MSG).step is None  # the scan is no step
+
+
+def test_ultralytics_validation_bar_is_evaluation_after_the_epochs_training_bar():
+    bars = "".join(ULTRA_TRAIN.format(pct=10 * n, n=n) for n in (8, 9, 10))
+    event = one(bars + ULTRA_VAL + MSG)
+    assert (event.phase, event.step) == ("eval", 10)
+
+
+FASTPROGRESS = "Epoch 1/3 : |{bar}| {pct:.2f}% [{n}/{total} 00:00<00:00... 2.3331]\n"
+
+
+def _fastprogress(total: int, upto: int) -> str:
+    return "".join(FASTPROGRESS.format(bar="█" * n + "-" * (total - n), pct=100 * n / total, n=n, total=total)
+                   for n in range(upto + 1))
+
+
+def test_a_fastprogress_bar_counts_the_epochs_batches():
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/usr/lib/python3/site-packages/fastai/learner.py", line 246, in _do_epoch_train\n'
+              '    self._with_events(self.all_batches, "train", CancelTrainException)\n')
+    event = one(_fastprogress(10, 4) + frames + MSG)
+    assert (event.phase, event.step) == ("train", 4)
+
+
+def test_in_evaluation_a_bar_started_after_a_finished_one_counts_evaluation_batches():
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/usr/lib/python3/site-packages/fastai/learner.py", line 252, in _do_epoch_validate\n'
+              '    with torch.no_grad(): self._with_events(self.all_batches, "validate", CancelValidException)\n')
+    event = one(_fastprogress(10, 10) + _fastprogress(8, 3) + frames + MSG)
+    assert (event.phase, event.step) == ("eval", 10)  # the epoch's training bar, finished; not the validation bar's 3
+    unfinished = one(_fastprogress(10, 7) + _fastprogress(8, 3) + frames + MSG)
+    assert unfinished.step == 3  # no finished training bar before it: nothing to prefer

@@ -17,15 +17,21 @@ from oomdoctor.units import UnitError, parse_size, to_bytes
 # ---- steps -------------------------------------------------------------------------------------------
 TQDM = lazy(
     r"(?:(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
-    r"|\|[^|\n]{1,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d{1,4}:\d\d)"
+    r"|\|[^|\n]{1,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d{1,4}:\d\d"
+    r"|(?P<pct>\d{1,3})% [━─╸╺]{1,200} (?P<n>\d{1,20})/(?P<total>\d{1,20})(?:\s|$)"
+    r"|\|[█-]{1,400}\|\s{0,4}(?P<pct>\d{1,3})(?:\.\d{1,2})?%\s{1,4}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\s\d{1,4}:\d\d)"
 )  # with bar glyphs, or without them (a notebook's plain-text tqdm: "63% 34/54 [00:42<00:25"); a bar_format
-# without the percentage ("|▏    | 1316/181580 [23:54<42:25:21") shows its elapsed time instead
+# without the percentage ("|▏    | 1316/181580 [23:54<42:25:21") shows its elapsed time instead; Ultralytics' own bar
+# (8.3.x on) draws the glyphs between the percentage and the count: "64: 30% ━━━╸──────── 3/10 3.4it/s 1.2s<2.1s";
+# fastprogress (fastai) in a console: "Epoch 2/3 : |████----| 40.00% [4/10 00:00<00:01... 2.3156]"
 # Lightning's bars count batches within the epoch: tqdm "Epoch 1:  40%|####  | 4/10" and Rich "Epoch 1/2 ━━━ 4/10".
 LIGHTNING = lazy(
     r"^Epoch (?P<epoch>\d{1,20})(?::\s{0,4}\d{1,3}%\|[^|\n]{0,160}\||/\d{1,20}\s{1,4}[━╸╺─ ]{0,400})\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})"
 )
 # PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
+# Keras 3's bar counts the epoch's batches: " 7/20 ━━━━━━━━━━━━━━━━━━━━ 1s 83ms/step - loss: ..."
+KERAS3 = lazy(r"^\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20}) ━{1,400} ")
 STEP_PATTERNS = (
     lazy(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     lazy(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
@@ -56,13 +62,18 @@ STEP_PATTERNS = (
 EVAL_BANNER = lazy(
     r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
+    r"|\bClass\s{1,20}Images\s{1,20}Instances\s{1,20}(?:Box|Mask|Pose)\(P\s"  # Ultralytics' validation bar
     r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
     r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%(?:\||\s{1,4}\d{1,20}/\d{1,20}\s)"  # glyphs or none
     # Keras fit(): the epoch's last batch drawn but the line still showing an ETA (its closing "- 12s 40ms/step" not
     # yet written): the epoch-end validation pass is running
     r"|^\s{0,4}(?P<kdone>\d{1,20})/(?P=kdone) \[=+\] - ETA: "
+    # Keras 3 the same way: the last batch drawn with its ETA of 0s and no val_ metrics yet (the closing line shows
+    # the epoch's elapsed time and, after validation, "- val_loss: ...")
+    r"|^\s{0,4}(?P<k3done>\d{1,20})/(?P=k3done) ━{1,400} 0s [\d.]{1,8}[mµu]?s/step(?![^\n]{0,2000}\bval_)"
 )
+KERAS3_AT_TOTAL = lazy(r"^\s{0,4}(?P<k>\d{1,20})/(?P=k) ━{1,400} 0s ")  # Keras 3's bar at its total, before validation
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights"
                             # latent-diffusion's main.py and its many forks, saving on an exception or a signal
@@ -172,6 +183,9 @@ def step_of(line: Line) -> StepCount | None:
     if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
+    m = KERAS3.search(text) if "━" in text else None
+    if m:
+        return StepCount(int(m["n"]), int(m["total"]), True)
     if may_hold_bar(text):
         bars = list(TQDM.finditer(text))
         if bars and NON_TRAIN_BAR.search(text):
@@ -307,6 +321,8 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     banner = nearest if nearest and nearest.kind != "train" else None
     started = nearest.idx if nearest and nearest.kind == "train" else None
     limit = banner.idx if banner else idx
+    if banner and KERAS3_AT_TOTAL.search(lines[banner.idx].text):
+        limit += 1  # the banner is the training bar's own last drawing: its batches are done
     j = _past_close_redraw(steps, bisect_left(s_idx, limit) - 1)
     step = Value(value=steps[j].n, evidence=_ev(source, lines[steps[j].idx])) if j >= 0 else None
     train_total = steps[j].total if j >= 0 else None
@@ -328,6 +344,23 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
         own = j >= 0 and steps[j].idx == started
         return Progress(step if own else None, None, None, _ev(source, lines[started]))
     return Progress(step, None, None, None)
+
+
+def finished_bar_before(markers: Markers, i: int, rank: int | None, source: str) -> Value | None:
+    """In evaluation: the count of the bar that ran to its total just before the still running bar on lines[i]
+    started (one of another total): the training loop's bar finished the epoch and the running one counts
+    evaluation batches (fastai draws both under the same "Epoch k/n :" label). None when there is no such bar."""
+    _, _, s_idx, steps = markers.for_rank(rank)
+    k = bisect_left(s_idx, i)
+    running = steps[k] if k < len(steps) and s_idx[k] == i else None
+    if running is None or not running.bar or running.total is None or running.n >= running.total:
+        return None
+    for s in reversed(steps[max(0, k - CLOSE_REDRAW_BACK_STEPS) : k]):
+        if not s.bar:
+            return None
+        if s.total != running.total:
+            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx])) if s.n == s.total else None
+    return None
 
 
 # How far back a finished inner bar's first drawing at its total is looked for (its bar lines, a few hundred at most).
@@ -433,6 +466,8 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
     """Phase-bearing calls in the code lines printed under the frame header lines[i] (e.g. `model.fit(`,
     `trainer.evaluate(`), as pseudo-frames: the statement names what was running one level deeper."""
     out: list[tuple[str, Line]] = []
+    if "ultralytics" in lines[i].text and MODEL_FORWARD_FILE.search(lines[i].text):
+        return out  # a model's forward calling its own predict(): no phase
     for ln in lines[i + 1 : i + 1 + CODE_LINES_PER_FRAME]:
         if not _same_rank(ln, rank):
             continue
@@ -477,7 +512,10 @@ NON_TRAIN_BAR = lazy(
     r"|Quantiz|Calibrat"  # post-training quantization walks the layers: not a training step
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test"
     r"|Batches(?=:)"  # sentence-transformers' encode(): embedding a corpus, not training
+    r"|\bmAP50-95\)"  # Ultralytics' validation bar, headed "Class Images Instances Box(P R mAP50 mAP50-95): 50%"
     r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)[^|%]{0,80}\d{1,3}%[|\s]"  # building data: "Training datasets: 100%|"
+    # Ultralytics checking its labels: "train: Scanning /data/labels/train... 40 images, 0 corrupt: 100% ━━━ 40/40"
+    r"|\bScanning [^|%\n]{0,400}\d{1,3}%[|\s]"
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
@@ -714,6 +752,9 @@ EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evalu
 # PyTorch's own files are named for what they do inside torch, not for the user's loop: torch/_dynamo/eval_frame.py
 # sits in every traceback through a compile-disabled wrapper (activation checkpointing since torch 2.1).
 TORCH_PACKAGE_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?torch[/\\]')
+# A model class's own forward pass, whatever its methods are called: Ultralytics' BaseModel.predict() and
+# _predict_once() run under training (loss()) as under validation, so they name no phase.
+MODEL_FORWARD_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?ultralytics[/\\]nn[/\\]')
 
 
 # A script run as a program (its `<module>` frame) says what it is by its file name: test.py, eval_x.py and
@@ -774,6 +815,8 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         if script is None and (by_name := _script_phase(func, ln)):
             script = Witness(by_name, ln)
         name = func.rsplit(".", 1)[-1]
+        if "ultralytics" in ln.text and MODEL_FORWARD_FILE.search(ln.text):
+            continue
         if name == "convert" and "/torch/nn/modules/" in ln.text:  # Module.to() (a constructor is an init name)
             innermost = Witness("init", ln)
             continue
