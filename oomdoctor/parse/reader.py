@@ -53,15 +53,14 @@ MAX_SEGMENT_BYTES = 16 * 1024 * 1024  # a "line" with neither \n nor \r this lon
 # most this far into it, cut at a \r, instead of keeping the whole line.
 LONG_LINE_REACH_BYTES = 64 * 1024
 
-# At most six literals keeps ahocorasick-rs on its SIMD (Teddy) path: ~0.4 ms/MiB instead of ~1.8.
 # "emory" covers every "out of memory"/"OutOfMemoryError"/"memory (MB)"/"Virtual Memory" form.
 ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"SIGKILL", b"ALLOC_FAILED", b"KV cache")
 # The event scan's triggers that hold no anchor ("std::bad_alloc", "exit code 137", "RESOURCE_EXHAUSTED: Failed to
-# allocate ..."): each is one more single-literal pass, so every line the scan would try is kept.
-# Each pass costs ~0.05 ms/MiB, so a shorter literal inside several triggers stands for all of them: "alloc" for
-# bad_alloc and the "... to allocate" / "[metal::malloc]" wordings, "Malloc" for the cudaMalloc ones, "esource" for
-# "Resource exhausted" and TensorFlow's ResourceExhaustedError (a line it keeps that no trigger holds is dropped by
-# the event scan, as before). A trigger holding another ("Terminado (killed)" holds "killed") needs no pass of its own.
+# allocate ..."): each is one more literal, so every line the scan would try is kept. A shorter literal inside
+# several triggers stands for all of them: "alloc" for bad_alloc and the "... to allocate" / "[metal::malloc]"
+# wordings, "Malloc" for the cudaMalloc ones, "esource" for "Resource exhausted" and TensorFlow's
+# ResourceExhaustedError (a line it keeps that no trigger holds is dropped by the event scan, as before). A trigger
+# holding another ("Terminado (killed)" holds "killed") needs no literal of its own.
 COVERING_ANCHORS: tuple[bytes, ...] = (b"alloc", b"Malloc", b"esource")
 _UNANCHORED: tuple[bytes, ...] = tuple(dict.fromkeys(
     t.encode() for t in TRIGGERS if not any(a in t.encode() for a in ANCHORS)))
@@ -94,57 +93,55 @@ class Region:
 
 
 class _Finder:
-    """The multi-literal prefilter, with a plain-Python fallback when ahocorasick-rs is unavailable."""
+    """Start offsets of the literals in a range, sorted: one leftmost-first automaton over all of them (ahocorasick-rs
+    builds its SIMD Teddy prefilter only for leftmost matching), a range of at least PARALLEL_MIN_BYTES split at
+    line breaks over THREADS threads. Over 512 MiB of the bench's sparse log, 2 MiB at a time on one thread: the 28
+    anchors took 0.14 s as one such automaton, 0.44 s as a standard one over six plus 22 single-literal passes, and
+    the 44 failure marks 0.23 s, against 0.55 s as single passes (2026-11-28). Leftmost-first reports one of two
+    literals that overlap (the longer "cudaMalloc retry failed" hides nothing the shorter would add): both start on
+    the same line, and the reader asks only which lines hold one. A plain-Python fallback without the wheel."""
 
-    def __init__(self, anchors: tuple[bytes, ...]):
-        self.anchors = anchors
-        self._ac: Any = ahocorasick_rs.BytesAhoCorasick(list(anchors)) if ahocorasick_rs else None
+    def __init__(self, literals: tuple[bytes, ...]):
+        self.literals = literals
+        self._ac: Any = (ahocorasick_rs.BytesAhoCorasick(list(literals), matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST)
+                         if ahocorasick_rs else None)
 
-    def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
-        """Start offsets (relative to data) of anchor hits in data[start:end], sorted."""
-        if self._ac is not None:
-            return [start + s for _, s, _ in self._ac.find_matches_as_indexes(data[start:end])]
-        raw = bytes(data[start:end])
-        out: list[int] = []
-        for a in self.anchors:
-            i = raw.find(a)
-            while i != -1:
-                out.append(start + i)
-                i = raw.find(a, i + 1)
-        return sorted(out)
-
-
-class _MarkFinder:
-    """Start offsets of the marks, sorted: one single-literal pass per mark, after one SIMD pass over `together`
-    (at most six literals). A lone literal is a memmem scan (~0.04-0.05 ms/MiB); an automaton over many literals
-    leaves the SIMD path: over the 23 extra anchors, one automaton took 1.6x the single passes and groups of 2-8
-    took 5-8x (512 MiB, 2026-11-28). The passes over a range of at least PARALLEL_MIN_BYTES run on THREADS threads."""
-
-    def __init__(self, marks: tuple[bytes, ...], together: tuple[bytes, ...] = ()) -> None:
-        self._passes = ([_Finder(together)] if together else []) + [_Finder((m,)) for m in marks]
-
-    def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
+    def positions(self, data: bytes, start: int, end: int) -> list[int]:
+        """Start offsets (relative to data) of literal hits in data[start:end], sorted."""
         pool = _pool() if end - start >= PARALLEL_MIN_BYTES else None
-        n = min(THREADS, len(self._passes)) if pool else 1
-        # thread k runs passes k, k+n, ...: a fixed share each, nothing shared between threads but the bytes
-        helpers = [pool.submit(_run_passes, self._passes[k::n], data, start, end) for k in range(1, n)] if pool else []
-        out = _run_passes(self._passes[0::n], data, start, end)  # this thread takes its share too
+        if pool is None:
+            return self._positions(data, start, end)
+        cuts = _cuts(data, start, end, THREADS)
+        # the ranges meet at line breaks, which no literal holds: their hits together are the whole range's
+        helpers = [pool.submit(self._positions, data, a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
+        out = self._positions(data, cuts[0], cuts[1])  # this thread takes its share too
         for helper in helpers:
             out += helper.result()
+        return out
+
+    def _positions(self, data: bytes, start: int, end: int) -> list[int]:
+        if self._ac is not None:
+            return [start + s for _, s, _ in self._ac.find_matches_as_indexes(memoryview(data)[start:end])]
+        out: list[int] = []
+        for a in self.literals:
+            i = data.find(a, start, end)
+            while i != -1 and i + len(a) <= end:
+                out.append(i)
+                i = data.find(a, i + 1, end)
         return sorted(out)
 
 
-def _run_passes(passes: list[_Finder], data: memoryview | bytes, start: int, end: int) -> list[int]:
-    """The hits of `passes` over data[start:end], unsorted."""
-    out: list[int] = []
-    for finder in passes:
-        out += finder.positions(data, start, end)
-    return out
+def _cuts(data: bytes, start: int, end: int, parts: int) -> list[int]:
+    """start, the line starts nearest after each of parts - 1 even splits of data[start:end], and end."""
+    cuts = [start]
+    for k in range(1, parts):
+        nl = data.find(b"\n", max(cuts[-1], start + (end - start) * k // parts), end)
+        cuts.append(end if nl == -1 else nl + 1)
+    return [*cuts, end]
 
 
-# ahocorasick-rs releases the GIL while it searches, so the passes over a chunk share the cores: the 23 passes of
-# _FINDER over a 2 MiB chunk took 2.6-2.9 ms on one thread, 1.3-1.6 ms on two (2 CPUs, 2026-11-28). bytes.find,
-# the fallback, holds the GIL: no threads without the wheel. THREADS = 1 is the serial path.
+# ahocorasick-rs releases the GIL while it searches, so the halves of a chunk share the cores. bytes.find, the
+# fallback, holds the GIL: no threads without the wheel. THREADS = 1 is the serial path.
 THREADS = min(8, os.cpu_count() or 1)
 PARALLEL_MIN_BYTES = 256 * 1024  # handing passes over 256 KiB to a thread saved 0.08 ms of 0.37; smaller ranges stay serial
 _POOL: ThreadPoolExecutor | None = None
@@ -162,8 +159,8 @@ def _pool() -> ThreadPoolExecutor | None:
     return _POOL
 
 
-_FINDER = _MarkFinder(EXTRA_ANCHORS, together=ANCHORS)
-_FAILURE_FINDER = _MarkFinder(_FAILURE_MARKS)
+_FINDER = _Finder(ANCHORS + EXTRA_ANCHORS)
+_FAILURE_FINDER = _Finder(_FAILURE_MARKS)
 
 
 def display_name(path: str) -> str:
@@ -327,7 +324,6 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
         read_bytes += len(nxt)
         eof = not nxt
         data = buf + chunk
-        view = memoryview(data)
         if eof:
             end = len(data)
         else:
@@ -341,10 +337,10 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
                 end = max(end, cr + 1)
         hits = list(pending)
         if sample_bytes < SAMPLE_DENSE_BYTES:
-            hits += [buf_abs + p for p in _FINDER.positions(view, max(0, searched), end)]
-            failures = _FAILURE_FINDER.positions(view, 0, end) if hits else []  # one pass, not one test per hit
+            hits += [buf_abs + p for p in _FINDER.positions(data, max(0, searched), end)]
+            failures = _FAILURE_FINDER.positions(data, 0, end) if hits else []  # one pass, not one test per hit
         else:  # memory lines are dense: only the failures' lines and one memory line per stride are looked at
-            failures = _FAILURE_FINDER.positions(view, 0, end)
+            failures = _FAILURE_FINDER.positions(data, 0, end)
             hits += _sparse_hits(data, failures, max(0, searched), end, buf_abs, next_sample)
         windows: list[tuple[int, int]] = []
         if not head_done:
@@ -388,7 +384,7 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
             ws = max(ws, emitted_to - buf_abs)
             if we <= ws:
                 continue
-            line += data.count(b"\n", counted_to, ws)
+            line += _count_lines(data, counted_to, ws)
             counted_to = ws
             text = decode(data[ws:we])
             yield Region(name, line, text)
@@ -404,13 +400,30 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
         keep = _line_start(data, keep) if keep > 0 else 0
         # counted from the last window, not from data[0]: in a dense log that would count most chunks twice
         if keep >= counted_to:
-            buf_line = line + data.count(b"\n", counted_to, keep)
+            buf_line = line + _count_lines(data, counted_to, keep)
         else:
-            buf_line = line - data.count(b"\n", keep, counted_to)
+            buf_line = line - _count_lines(data, keep, counted_to)
         buf = data[keep:]
         buf_abs += keep
         searched = end - keep
         chunk = nxt
+
+
+# bytes.count(b"\n") looks at every byte (~0.3 ms/MiB); where lines are long (a flood of \r redraws) hopping from
+# one \n to the next with bytes.find (memchr) is ~10x cheaper: 512 MiB of 100 KiB lines took 0.024 s, not 0.154.
+HOP_MIN_LINE_BYTES = 1024  # past HOP_TRIES hops, lines shorter than this on average are counted, not hopped
+HOP_TRIES = 16
+
+
+def _count_lines(data: bytes, start: int, end: int) -> int:
+    """The \n in data[start:end]: hopped from one to the next while lines are long, then counted."""
+    n, i = 0, start
+    while n < HOP_TRIES or i - start >= n * HOP_MIN_LINE_BYTES:
+        i = data.find(b"\n", i, end) + 1
+        if i == 0:
+            return n
+        n += 1
+    return n + data.count(b"\n", i, end)
 
 
 def _sample_stride(offset: int) -> int:
