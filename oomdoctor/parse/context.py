@@ -1234,11 +1234,11 @@ class SampleSeries:
         return [*self.first, *self.middle, *self.last]
 
 
-def memory_samples(lines: Sequence[Line], source: str) -> list[MemorySample]:
+def memory_samples(lines: Sequence[Line], source: str, markers: Markers | None = None) -> list[MemorySample]:
     """Per-step memory lines (DeepSpeed, Megatron, torchtitan, hand-written prints), each with the step printed
-    before it, in bounded space (SampleSeries)."""
+    before it, in bounded space (SampleSeries). `markers` of the same lines, when built, hold their steps already."""
     out = SampleSeries()
-    last = _LastStep(lines)
+    last = _LastStep(lines, markers.steps if markers is not None and markers.lines is lines else None)
     for k, ln in enumerate(lines):
         text = ln.text
         if "MA " in text:
@@ -1275,13 +1275,21 @@ class _LastStep:
     """The step counter printed last before a line, read only when a memory sample asks for it: most lines of most
     logs are never a sample, and trying every step pattern on each of them was most of the cost of a small log."""
 
-    def __init__(self, lines: Sequence[Line]) -> None:
+    def __init__(self, lines: Sequence[Line], steps: list[Step] | None = None) -> None:
         self.lines = lines
+        self.steps = steps  # every line's step, when they were read already (Markers)
+        self.step_idx = [s.idx for s in steps] if steps is not None else []
         self.step: int | None = None
         self.unread = 0  # lines before this one have been read for a step
 
     def before(self, k: int) -> int | None:
         """The last step printed on lines[:k] (the lines a sample took are not step lines)."""
+        if self.steps is not None:
+            j = bisect_left(self.step_idx, k) - 1
+            if j >= 0 and self.step_idx[j] >= self.unread:
+                self.step = self.steps[j].n
+            self.unread = max(self.unread, k)
+            return self.step
         for j in range(k - 1, self.unread - 1, -1):
             if (s := step_of(self.lines[j])) is not None:
                 self.step = s.n
