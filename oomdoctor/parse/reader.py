@@ -203,8 +203,22 @@ def _open(path: str) -> BinaryIO:
 
 
 def _read(stream: BinaryIO, name: str, size: int) -> bytes:
+    return cast(bytes, _reading(stream.read, name, size))
+
+
+def _read_into(stream: BinaryIO, name: str, into: memoryview) -> int:
+    """Read up to len(into) bytes into `into` (a file or stdin: no new buffer per chunk); how many, 0 at the end."""
+    if isinstance(stream, io.BufferedReader):
+        return cast("int | None", _reading(stream.readinto, name, into)) or 0
+    chunk = _read(stream, name, len(into))  # gzip, UTF-16: decoded into a new buffer anyway
+    into[: len(chunk)] = chunk
+    return len(chunk)
+
+
+def _reading(read: Callable[[Any], Any], name: str, arg: Any) -> Any:
+    """read(arg), with the errors of a damaged or unreadable input as one-line InputErrors."""
     try:
-        return stream.read(size)
+        return read(arg)
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         detail = "it ends early" if isinstance(exc, EOFError) else str(exc)
         raise InputError(f"damaged gzip file: {detail}", where=name,
@@ -307,31 +321,34 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
     if text_encoding(first, name) == "utf-16":
         stream = _Utf16AsUtf8(stream, first)  # type: ignore[assignment]  # a readable byte stream
         first = _read(stream, name, CHUNK_BYTES)
-    buf = b""  # data kept from earlier chunks (back context and windows still waiting for forward context)
-    buf_line = 1  # line number of buf[0]
+    # data[:n]: the bytes kept from earlier chunks (back context, windows still waiting for forward context), then the
+    # current chunk. One buffer, moved down and refilled in place: a new 2 MiB object per chunk cost page faults
+    # (0.26 s of CPU over 512 MiB of a dense log, against 0.07 s for the whole read loop once the buffer is reused).
+    data = bytearray(first)
+    n = len(first)
+    ahead = memoryview(bytearray(CHUNK_BYTES))  # the next chunk, read before this one is searched: is this the last?
+    buf_line = 1  # line number of data[0]
     searched = 0  # offset in the current data up to which anchors were searched
     emitted_to = 0  # absolute offset up to which regions were already emitted
-    buf_abs = 0  # absolute offset of buf[0]
+    buf_abs = 0  # absolute offset of data[0]
     pending: list[int] = []  # absolute offsets of hits waiting for forward context
     sample_bytes = 0  # bytes of per-step memory windows emitted so far
     next_sample = 0  # absolute offset before which a memory line is skipped once they are dense
     sample_end = 0  # absolute end of the last memory line's window
-    chunk = first
     head_done = False
     read_bytes, failure_lines, failure_end = len(first), 0, 0
     while True:
-        nxt = _read(stream, name, CHUNK_BYTES) if chunk else b""
-        read_bytes += len(nxt)
-        eof = not nxt
-        data = buf + chunk
+        got = _read_into(stream, name, ahead)
+        read_bytes += got
+        eof = got == 0
         if eof:
-            end = len(data)
+            end = n
         else:
-            end = data.rfind(b"\n") + 1
-            if end == 0 or len(data) - end > MAX_SEGMENT_BYTES:
-                cr = data.rfind(b"\r")
-                if cr == -1 or len(data) - cr > MAX_SEGMENT_BYTES:
-                    line = buf_line + data.count(b"\n")
+            end = data.rfind(b"\n", 0, n) + 1
+            if end == 0 or n - end > MAX_SEGMENT_BYTES:
+                cr = data.rfind(b"\r", 0, n)
+                if cr == -1 or n - cr > MAX_SEGMENT_BYTES:
+                    line = buf_line + data.count(b"\n", 0, n)
                     raise InputError(f"a line over {MAX_SEGMENT_BYTES // 2**20} MiB long with no line break",
                                      where=f"{name}:{line}", tip="this does not look like a text training log")
                 end = max(end, cr + 1)
@@ -403,10 +420,15 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
             buf_line = line + _count_lines(data, counted_to, keep)
         else:
             buf_line = line - _count_lines(data, keep, counted_to)
-        buf = data[keep:]
+        kept = n - keep
+        if keep:
+            data[:kept] = data[keep:n]  # same length: the buffer is not resized
+        if kept + got > len(data):
+            data.extend(bytes(kept + got - len(data)))  # grows to the largest chunk plus kept bytes, then stays
+        data[kept : kept + got] = ahead[:got]
+        n = kept + got
         buf_abs += keep
         searched = end - keep
-        chunk = nxt
 
 
 # bytes.count(b"\n") looks at every byte (~0.3 ms/MiB); where lines are long (a flood of \r redraws) hopping from
