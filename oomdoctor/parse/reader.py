@@ -35,6 +35,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the wheel
     ahocorasick_rs = None  # type: ignore[assignment]
 
+Bytes = bytes | bytearray  # a chunk as read, or the reader's reused buffer
 CHUNK_BYTES = 2 * 1024 * 1024
 TAIL_BYTES = 16 * 1024  # always read: the last lines of a log
 HEAD_BYTES = 256 * 1024  # configuration dumps live at the top of a log
@@ -106,7 +107,7 @@ class _Finder:
         self._ac: Any = (ahocorasick_rs.BytesAhoCorasick(list(literals), matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST)
                          if ahocorasick_rs else None)
 
-    def positions(self, data: bytes, start: int, end: int) -> list[int]:
+    def positions(self, data: Bytes, start: int, end: int) -> list[int]:
         """Start offsets (relative to data) of literal hits in data[start:end], sorted."""
         pool = _pool() if end - start >= PARALLEL_MIN_BYTES else None
         if pool is None:
@@ -119,7 +120,7 @@ class _Finder:
             out += helper.result()
         return out
 
-    def _positions(self, data: bytes, start: int, end: int) -> list[int]:
+    def _positions(self, data: Bytes, start: int, end: int) -> list[int]:
         if self._ac is not None:
             return [start + s for _, s, _ in self._ac.find_matches_as_indexes(memoryview(data)[start:end])]
         out: list[int] = []
@@ -131,7 +132,7 @@ class _Finder:
         return sorted(out)
 
 
-def _cuts(data: bytes, start: int, end: int, parts: int) -> list[int]:
+def _cuts(data: Bytes, start: int, end: int, parts: int) -> list[int]:
     """start, the line starts nearest after each of parts - 1 even splits of data[start:end], and end."""
     cuts = [start]
     for k in range(1, parts):
@@ -290,7 +291,7 @@ class _Utf16AsUtf8(io.RawIOBase):
         return out
 
 
-def decode(data: bytes) -> str:
+def decode(data: Bytes) -> str:
     """Bytes of a log region as text (stray invalid bytes become U+FFFD, never an error)."""
     return data.decode("utf-8", errors="replace")
 
@@ -437,7 +438,7 @@ HOP_MIN_LINE_BYTES = 1024  # past HOP_TRIES hops, lines shorter than this on ave
 HOP_TRIES = 16
 
 
-def _count_lines(data: bytes, start: int, end: int) -> int:
+def _count_lines(data: Bytes, start: int, end: int) -> int:
     """The \n in data[start:end]: hopped from one to the next while lines are long, then counted."""
     n, i = 0, start
     while n < HOP_TRIES or i - start >= n * HOP_MIN_LINE_BYTES:
@@ -453,7 +454,7 @@ def _sample_stride(offset: int) -> int:
     return max(SAMPLE_MIN_STRIDE, offset // SAMPLES_PER_DOUBLING)
 
 
-def _sparse_hits(data: bytes, failures: list[int], start: int, end: int, base: int, next_sample: int) -> list[int]:
+def _sparse_hits(data: Bytes, failures: list[int], start: int, end: int, base: int, next_sample: int) -> list[int]:
     """Anchor hits (absolute, sorted) in data[start:end] on the failures' lines, and the first hit at or after
     each stride from next_sample: the hits the dense-sample policy would keep, without listing every one."""
     out: list[int] = []
@@ -471,7 +472,7 @@ def _sparse_hits(data: bytes, failures: list[int], start: int, end: int, base: i
     return sorted(set(out))
 
 
-def _line_start(data: bytes, pos: int) -> int:
+def _line_start(data: Bytes, pos: int) -> int:
     """Where the line holding `pos` starts: its \n, or a \r at most LONG_LINE_REACH_BYTES back in a redraw flood."""
     start = data.rfind(b"\n", 0, pos) + 1
     if pos - start > LONG_LINE_REACH_BYTES:
@@ -480,7 +481,7 @@ def _line_start(data: bytes, pos: int) -> int:
     return start
 
 
-def _line_end(data: bytes, pos: int, end: int) -> int:
+def _line_end(data: Bytes, pos: int, end: int) -> int:
     """Just past the line holding `pos`: its \n, or a \r at most LONG_LINE_REACH_BYTES on in a redraw flood."""
     stop = data.find(b"\n", pos, min(end, pos + LONG_LINE_REACH_BYTES))
     if stop != -1:
