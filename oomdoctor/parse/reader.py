@@ -146,6 +146,25 @@ def _cuts(data: Bytes, start: int, end: int, parts: int) -> list[int]:
 THREADS = min(8, os.cpu_count() or 1)
 PARALLEL_MIN_BYTES = 256 * 1024  # handing passes over 256 KiB to a thread saved 0.08 ms of 0.37; smaller ranges stay serial
 _POOL: ThreadPoolExecutor | None = None
+_READ_POOL: ThreadPoolExecutor | None = None
+
+
+def _is_regular_file(stream: BinaryIO) -> bool:
+    """A plain file read through a buffer (not stdin, a pipe, gzip or a decoded UTF-16 stream)."""
+    return (isinstance(stream, io.BufferedReader) and stream is not sys.stdin.buffer
+            and stat.S_ISREG(os.fstat(stream.fileno()).st_mode))
+
+
+def _read_pool() -> ThreadPoolExecutor | None:
+    """The thread that reads the chunk after next, started on first use; None for the serial path."""
+    global _READ_POOL
+    if THREADS < 2:
+        return None
+    if _READ_POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _READ_POOL = ThreadPoolExecutor(1, thread_name_prefix="oomdoctor-read")
+    return _READ_POOL
 
 
 def _pool() -> ThreadPoolExecutor | None:
@@ -327,7 +346,15 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
     # (0.26 s of CPU over 512 MiB of a dense log, against 0.07 s for the whole read loop once the buffer is reused).
     data = bytearray(first)
     n = len(first)
-    ahead = memoryview(bytearray(CHUNK_BYTES))  # the next chunk, read before this one is searched: is this the last?
+    # The next chunk is read before this one is searched (is this the last?), and with THREADS, from a regular file,
+    # the one after it is read on a thread of its own while this one is searched: readinto releases the GIL. Never
+    # from a pipe: a read that waits on its writer would keep the process alive after Ctrl-C (threads are joined).
+    ahead = [memoryview(bytearray(CHUNK_BYTES))]
+    got = _read_into(stream, name, ahead[0])
+    reading = _read_pool() if got and _is_regular_file(stream) else None
+    if reading is not None:
+        ahead.append(memoryview(bytearray(CHUNK_BYTES)))
+    cur = 0  # ahead[cur] holds the next chunk's `got` bytes
     buf_line = 1  # line number of data[0]
     searched = 0  # offset in the current data up to which anchors were searched
     emitted_to = 0  # absolute offset up to which regions were already emitted
@@ -339,9 +366,9 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
     head_done = False
     read_bytes, failure_lines, failure_end = len(first), 0, 0
     while True:
-        got = _read_into(stream, name, ahead)
         read_bytes += got
         eof = got == 0
+        later = reading.submit(_read_into, stream, name, ahead[1 - cur]) if reading is not None and not eof else None
         if eof:
             end = n
         else:
@@ -426,10 +453,15 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
             data[:kept] = data[keep:n]  # same length: the buffer is not resized
         if kept + got > len(data):
             data.extend(bytes(kept + got - len(data)))  # grows to the largest chunk plus kept bytes, then stays
-        data[kept : kept + got] = ahead[:got]
+        data[kept : kept + got] = ahead[cur][:got]
         n = kept + got
         buf_abs += keep
         searched = end - keep
+        if later is not None:
+            cur = 1 - cur
+            got = later.result()
+        else:
+            got = _read_into(stream, name, ahead[cur])
 
 
 # bytes.count(b"\n") looks at every byte (~0.3 ms/MiB); where lines are long (a flood of \r redraws) hopping from
