@@ -99,8 +99,8 @@ class _Finder:
     line breaks over THREADS threads. Over 512 MiB of the bench's sparse log, 2 MiB at a time on one thread: the 28
     anchors took 0.14 s as one such automaton, 0.44 s as a standard one over six plus 22 single-literal passes, and
     the 44 failure marks 0.23 s, against 0.55 s as single passes (2026-11-28). Leftmost-first reports one of two
-    literals that overlap (the longer "cudaMalloc retry failed" hides nothing the shorter would add): both start on
-    the same line, and the reader asks only which lines hold one. A plain-Python fallback without the wheel."""
+    literals that overlap ("ran out of memory" hides the "out of memory" inside it): both start on the same line,
+    and the reader asks only which lines hold one. A plain-Python fallback without the wheel."""
 
     def __init__(self, literals: tuple[bytes, ...]):
         self.literals = literals
