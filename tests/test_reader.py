@@ -200,3 +200,16 @@ def test_the_threaded_scan_gives_the_serial_scans_regions_and_true_line_numbers(
         starts.append(starts[-1] + len(line) + 1)
     for first, text in threaded:  # a region starts on its first_line (mid-line after a cut forward window)
         assert starts[first - 1] <= content.find(text, starts[first - 1]) < starts[first]
+
+
+def test_newlines_are_counted_alike_by_hops_and_by_count():
+    import random
+
+    rnd = random.Random(11)
+    lines = [b"x" * rnd.choice([0, 3, 90, 1500, 70_000]) for _ in range(400)]
+    data = bytearray(b"\n".join(lines) + b"\r\n")
+    for _ in range(200):
+        a = rnd.randrange(len(data))
+        b = rnd.randrange(a, len(data) + 1)
+        assert reader._count_lines(data, a, b) == data.count(b"\n", a, b)
+    assert reader._count_lines(data, 0, len(data)) == len(lines)

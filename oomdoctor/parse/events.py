@@ -376,8 +376,9 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
     if events:
         events = memory_summary.attach(events, memory_summary.tables(lines, source))
     run_ctx = RunContext(
-        source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source)),
-        eval_lines=tuple(ctx._ev(source, ln) for ln in lines if ctx.EVAL_BANNER.search(ln.text)),
+        source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source, reader.markers)),
+        eval_lines=tuple(ctx._ev(source, ln) for ln in lines
+                         if ctx.may_be_eval_banner(ln.text) and ctx.EVAL_BANNER.search(ln.text)),
         torch_version=_first_value(lines, source, P.TORCH_VERSION, "version"),
         alloc_conf=_alloc_conf(lines, source), root_cause_rank=root_rank,
     )

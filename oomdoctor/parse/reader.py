@@ -35,6 +35,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the wheel
     ahocorasick_rs = None  # type: ignore[assignment]
 
+Bytes = bytes | bytearray  # a chunk as read, or the reader's reused buffer
 CHUNK_BYTES = 2 * 1024 * 1024
 TAIL_BYTES = 16 * 1024  # always read: the last lines of a log
 HEAD_BYTES = 256 * 1024  # configuration dumps live at the top of a log
@@ -53,15 +54,14 @@ MAX_SEGMENT_BYTES = 16 * 1024 * 1024  # a "line" with neither \n nor \r this lon
 # most this far into it, cut at a \r, instead of keeping the whole line.
 LONG_LINE_REACH_BYTES = 64 * 1024
 
-# At most six literals keeps ahocorasick-rs on its SIMD (Teddy) path: ~0.4 ms/MiB instead of ~1.8.
 # "emory" covers every "out of memory"/"OutOfMemoryError"/"memory (MB)"/"Virtual Memory" form.
 ANCHORS: tuple[bytes, ...] = (b"emory", b"OOM", b"Killed", b"SIGKILL", b"ALLOC_FAILED", b"KV cache")
 # The event scan's triggers that hold no anchor ("std::bad_alloc", "exit code 137", "RESOURCE_EXHAUSTED: Failed to
-# allocate ..."): each is one more single-literal pass, so every line the scan would try is kept.
-# Each pass costs ~0.05 ms/MiB, so a shorter literal inside several triggers stands for all of them: "alloc" for
-# bad_alloc and the "... to allocate" / "[metal::malloc]" wordings, "Malloc" for the cudaMalloc ones, "esource" for
-# "Resource exhausted" and TensorFlow's ResourceExhaustedError (a line it keeps that no trigger holds is dropped by
-# the event scan, as before). A trigger holding another ("Terminado (killed)" holds "killed") needs no pass of its own.
+# allocate ..."): each is one more literal, so every line the scan would try is kept. A shorter literal inside
+# several triggers stands for all of them: "alloc" for bad_alloc and the "... to allocate" / "[metal::malloc]"
+# wordings, "Malloc" for the cudaMalloc ones, "esource" for "Resource exhausted" and TensorFlow's
+# ResourceExhaustedError (a line it keeps that no trigger holds is dropped by the event scan, as before). A trigger
+# holding another ("Terminado (killed)" holds "killed") needs no literal of its own.
 COVERING_ANCHORS: tuple[bytes, ...] = (b"alloc", b"Malloc", b"esource")
 _UNANCHORED: tuple[bytes, ...] = tuple(dict.fromkeys(
     t.encode() for t in TRIGGERS if not any(a in t.encode() for a in ANCHORS)))
@@ -94,60 +94,77 @@ class Region:
 
 
 class _Finder:
-    """The multi-literal prefilter, with a plain-Python fallback when ahocorasick-rs is unavailable."""
+    """Start offsets of the literals in a range, sorted: one leftmost-first automaton over all of them (ahocorasick-rs
+    builds its SIMD Teddy prefilter only for leftmost matching), a range of at least PARALLEL_MIN_BYTES split at
+    line breaks over THREADS threads. Over 512 MiB of the bench's sparse log, 2 MiB at a time on one thread: the 28
+    anchors took 0.14 s as one such automaton, 0.44 s as a standard one over six plus 22 single-literal passes, and
+    the 44 failure marks 0.23 s, against 0.55 s as single passes (2026-11-28). Leftmost-first reports one of two
+    literals that overlap ("ran out of memory" hides the "out of memory" inside it): both start on the same line,
+    and the reader asks only which lines hold one. A plain-Python fallback without the wheel."""
 
-    def __init__(self, anchors: tuple[bytes, ...]):
-        self.anchors = anchors
-        self._ac: Any = ahocorasick_rs.BytesAhoCorasick(list(anchors)) if ahocorasick_rs else None
+    def __init__(self, literals: tuple[bytes, ...]):
+        self.literals = literals
+        self._ac: Any = (ahocorasick_rs.BytesAhoCorasick(list(literals), matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST)
+                         if ahocorasick_rs else None)
 
-    def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
-        """Start offsets (relative to data) of anchor hits in data[start:end], sorted."""
-        if self._ac is not None:
-            return [start + s for _, s, _ in self._ac.find_matches_as_indexes(data[start:end])]
-        raw = bytes(data[start:end])
-        out: list[int] = []
-        for a in self.anchors:
-            i = raw.find(a)
-            while i != -1:
-                out.append(start + i)
-                i = raw.find(a, i + 1)
-        return sorted(out)
-
-
-class _MarkFinder:
-    """Start offsets of the marks, sorted: one single-literal pass per mark, after one SIMD pass over `together`
-    (at most six literals). A lone literal is a memmem scan (~0.04-0.05 ms/MiB); an automaton over many literals
-    leaves the SIMD path: over the 23 extra anchors, one automaton took 1.6x the single passes and groups of 2-8
-    took 5-8x (512 MiB, 2026-11-28). The passes over a range of at least PARALLEL_MIN_BYTES run on THREADS threads."""
-
-    def __init__(self, marks: tuple[bytes, ...], together: tuple[bytes, ...] = ()) -> None:
-        self._passes = ([_Finder(together)] if together else []) + [_Finder((m,)) for m in marks]
-
-    def positions(self, data: memoryview | bytes, start: int, end: int) -> list[int]:
+    def positions(self, data: Bytes, start: int, end: int) -> list[int]:
+        """Start offsets (relative to data) of literal hits in data[start:end], sorted."""
         pool = _pool() if end - start >= PARALLEL_MIN_BYTES else None
-        n = min(THREADS, len(self._passes)) if pool else 1
-        # thread k runs passes k, k+n, ...: a fixed share each, nothing shared between threads but the bytes
-        helpers = [pool.submit(_run_passes, self._passes[k::n], data, start, end) for k in range(1, n)] if pool else []
-        out = _run_passes(self._passes[0::n], data, start, end)  # this thread takes its share too
+        if pool is None:
+            return self._positions(data, start, end)
+        cuts = _cuts(data, start, end, THREADS)
+        # the ranges meet at line breaks, which no literal holds: their hits together are the whole range's
+        helpers = [pool.submit(self._positions, data, a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
+        out = self._positions(data, cuts[0], cuts[1])  # this thread takes its share too
         for helper in helpers:
             out += helper.result()
+        return out
+
+    def _positions(self, data: Bytes, start: int, end: int) -> list[int]:
+        if self._ac is not None:
+            return [start + s for _, s, _ in self._ac.find_matches_as_indexes(memoryview(data)[start:end])]
+        out: list[int] = []
+        for a in self.literals:
+            i = data.find(a, start, end)
+            while i != -1 and i + len(a) <= end:
+                out.append(i)
+                i = data.find(a, i + 1, end)
         return sorted(out)
 
 
-def _run_passes(passes: list[_Finder], data: memoryview | bytes, start: int, end: int) -> list[int]:
-    """The hits of `passes` over data[start:end], unsorted."""
-    out: list[int] = []
-    for finder in passes:
-        out += finder.positions(data, start, end)
-    return out
+def _cuts(data: Bytes, start: int, end: int, parts: int) -> list[int]:
+    """start, the line starts nearest after each of parts - 1 even splits of data[start:end], and end."""
+    cuts = [start]
+    for k in range(1, parts):
+        nl = data.find(b"\n", max(cuts[-1], start + (end - start) * k // parts), end)
+        cuts.append(end if nl == -1 else nl + 1)
+    return [*cuts, end]
 
 
-# ahocorasick-rs releases the GIL while it searches, so the passes over a chunk share the cores: the 23 passes of
-# _FINDER over a 2 MiB chunk took 2.6-2.9 ms on one thread, 1.3-1.6 ms on two (2 CPUs, 2026-11-28). bytes.find,
-# the fallback, holds the GIL: no threads without the wheel. THREADS = 1 is the serial path.
+# ahocorasick-rs releases the GIL while it searches, so the halves of a chunk share the cores. bytes.find, the
+# fallback, holds the GIL: no threads without the wheel. THREADS = 1 is the serial path.
 THREADS = min(8, os.cpu_count() or 1)
 PARALLEL_MIN_BYTES = 256 * 1024  # handing passes over 256 KiB to a thread saved 0.08 ms of 0.37; smaller ranges stay serial
 _POOL: ThreadPoolExecutor | None = None
+_READ_POOL: ThreadPoolExecutor | None = None
+
+
+def _is_regular_file(stream: BinaryIO) -> bool:
+    """A plain file read through a buffer (not stdin, a pipe, gzip or a decoded UTF-16 stream)."""
+    return (isinstance(stream, io.BufferedReader) and stream is not sys.stdin.buffer
+            and stat.S_ISREG(os.fstat(stream.fileno()).st_mode))
+
+
+def _read_pool() -> ThreadPoolExecutor | None:
+    """The thread that reads the chunk after next, started on first use; None for the serial path."""
+    global _READ_POOL
+    if THREADS < 2:
+        return None
+    if _READ_POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _READ_POOL = ThreadPoolExecutor(1, thread_name_prefix="oomdoctor-read")
+    return _READ_POOL
 
 
 def _pool() -> ThreadPoolExecutor | None:
@@ -162,8 +179,8 @@ def _pool() -> ThreadPoolExecutor | None:
     return _POOL
 
 
-_FINDER = _MarkFinder(EXTRA_ANCHORS, together=ANCHORS)
-_FAILURE_FINDER = _MarkFinder(_FAILURE_MARKS)
+_FINDER = _Finder(ANCHORS + EXTRA_ANCHORS)
+_FAILURE_FINDER = _Finder(_FAILURE_MARKS)
 
 
 def display_name(path: str) -> str:
@@ -206,8 +223,22 @@ def _open(path: str) -> BinaryIO:
 
 
 def _read(stream: BinaryIO, name: str, size: int) -> bytes:
+    return cast(bytes, _reading(stream.read, name, size))
+
+
+def _read_into(stream: BinaryIO, name: str, into: memoryview) -> int:
+    """Read up to len(into) bytes into `into` (a file or stdin: no new buffer per chunk); how many, 0 at the end."""
+    if isinstance(stream, io.BufferedReader):
+        return cast("int | None", _reading(stream.readinto, name, into)) or 0
+    chunk = _read(stream, name, len(into))  # gzip, UTF-16: decoded into a new buffer anyway
+    into[: len(chunk)] = chunk
+    return len(chunk)
+
+
+def _reading(read: Callable[[Any], Any], name: str, arg: Any) -> Any:
+    """read(arg), with the errors of a damaged or unreadable input as one-line InputErrors."""
     try:
-        return stream.read(size)
+        return read(arg)
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         detail = "it ends early" if isinstance(exc, EOFError) else str(exc)
         raise InputError(f"damaged gzip file: {detail}", where=name,
@@ -279,7 +310,7 @@ class _Utf16AsUtf8(io.RawIOBase):
         return out
 
 
-def decode(data: bytes) -> str:
+def decode(data: Bytes) -> str:
     """Bytes of a log region as text (stray invalid bytes become U+FFFD, never an error)."""
     return data.decode("utf-8", errors="replace")
 
@@ -310,41 +341,51 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
     if text_encoding(first, name) == "utf-16":
         stream = _Utf16AsUtf8(stream, first)  # type: ignore[assignment]  # a readable byte stream
         first = _read(stream, name, CHUNK_BYTES)
-    buf = b""  # data kept from earlier chunks (back context and windows still waiting for forward context)
-    buf_line = 1  # line number of buf[0]
+    # data[:n]: the bytes kept from earlier chunks (back context, windows still waiting for forward context), then the
+    # current chunk. One buffer, moved down and refilled in place: a new 2 MiB object per chunk cost page faults
+    # (0.26 s of CPU over 512 MiB of a dense log, against 0.07 s for the whole read loop once the buffer is reused).
+    data = bytearray(first)
+    n = len(first)
+    # The next chunk is read before this one is searched (is this the last?), and with THREADS, from a regular file,
+    # the one after it is read on a thread of its own while this one is searched: readinto releases the GIL. Never
+    # from a pipe: a read that waits on its writer would keep the process alive after Ctrl-C (threads are joined).
+    ahead = [memoryview(bytearray(CHUNK_BYTES))]
+    got = _read_into(stream, name, ahead[0])
+    reading = _read_pool() if got and _is_regular_file(stream) else None
+    if reading is not None:
+        ahead.append(memoryview(bytearray(CHUNK_BYTES)))
+    cur = 0  # ahead[cur] holds the next chunk's `got` bytes
+    buf_line = 1  # line number of data[0]
     searched = 0  # offset in the current data up to which anchors were searched
     emitted_to = 0  # absolute offset up to which regions were already emitted
-    buf_abs = 0  # absolute offset of buf[0]
+    buf_abs = 0  # absolute offset of data[0]
     pending: list[int] = []  # absolute offsets of hits waiting for forward context
     sample_bytes = 0  # bytes of per-step memory windows emitted so far
     next_sample = 0  # absolute offset before which a memory line is skipped once they are dense
     sample_end = 0  # absolute end of the last memory line's window
-    chunk = first
     head_done = False
     read_bytes, failure_lines, failure_end = len(first), 0, 0
     while True:
-        nxt = _read(stream, name, CHUNK_BYTES) if chunk else b""
-        read_bytes += len(nxt)
-        eof = not nxt
-        data = buf + chunk
-        view = memoryview(data)
+        read_bytes += got
+        eof = got == 0
+        later = reading.submit(_read_into, stream, name, ahead[1 - cur]) if reading is not None and not eof else None
         if eof:
-            end = len(data)
+            end = n
         else:
-            end = data.rfind(b"\n") + 1
-            if end == 0 or len(data) - end > MAX_SEGMENT_BYTES:
-                cr = data.rfind(b"\r")
-                if cr == -1 or len(data) - cr > MAX_SEGMENT_BYTES:
-                    line = buf_line + data.count(b"\n")
+            end = data.rfind(b"\n", 0, n) + 1
+            if end == 0 or n - end > MAX_SEGMENT_BYTES:
+                cr = data.rfind(b"\r", 0, n)
+                if cr == -1 or n - cr > MAX_SEGMENT_BYTES:
+                    line = buf_line + data.count(b"\n", 0, n)
                     raise InputError(f"a line over {MAX_SEGMENT_BYTES // 2**20} MiB long with no line break",
                                      where=f"{name}:{line}", tip="this does not look like a text training log")
                 end = max(end, cr + 1)
         hits = list(pending)
         if sample_bytes < SAMPLE_DENSE_BYTES:
-            hits += [buf_abs + p for p in _FINDER.positions(view, max(0, searched), end)]
-            failures = _FAILURE_FINDER.positions(view, 0, end) if hits else []  # one pass, not one test per hit
+            hits += [buf_abs + p for p in _FINDER.positions(data, max(0, searched), end)]
+            failures = _FAILURE_FINDER.positions(data, 0, end) if hits else []  # one pass, not one test per hit
         else:  # memory lines are dense: only the failures' lines and one memory line per stride are looked at
-            failures = _FAILURE_FINDER.positions(view, 0, end)
+            failures = _FAILURE_FINDER.positions(data, 0, end)
             hits += _sparse_hits(data, failures, max(0, searched), end, buf_abs, next_sample)
         windows: list[tuple[int, int]] = []
         if not head_done:
@@ -388,7 +429,7 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
             ws = max(ws, emitted_to - buf_abs)
             if we <= ws:
                 continue
-            line += data.count(b"\n", counted_to, ws)
+            line += _count_lines(data, counted_to, ws)
             counted_to = ws
             text = decode(data[ws:we])
             yield Region(name, line, text)
@@ -404,13 +445,40 @@ def _scan_stream(stream: BinaryIO, name: str, progress: ProgressFn | None = None
         keep = _line_start(data, keep) if keep > 0 else 0
         # counted from the last window, not from data[0]: in a dense log that would count most chunks twice
         if keep >= counted_to:
-            buf_line = line + data.count(b"\n", counted_to, keep)
+            buf_line = line + _count_lines(data, counted_to, keep)
         else:
-            buf_line = line - data.count(b"\n", keep, counted_to)
-        buf = data[keep:]
+            buf_line = line - _count_lines(data, keep, counted_to)
+        kept = n - keep
+        if keep:
+            data[:kept] = data[keep:n]  # same length: the buffer is not resized
+        if kept + got > len(data):
+            data.extend(bytes(kept + got - len(data)))  # grows to the largest chunk plus kept bytes, then stays
+        data[kept : kept + got] = ahead[cur][:got]
+        n = kept + got
         buf_abs += keep
         searched = end - keep
-        chunk = nxt
+        if later is not None:
+            cur = 1 - cur
+            got = later.result()
+        else:
+            got = _read_into(stream, name, ahead[cur])
+
+
+# bytes.count(b"\n") looks at every byte (~0.3 ms/MiB); where lines are long (a flood of \r redraws) hopping from
+# one \n to the next with bytes.find (memchr) is ~10x cheaper: 512 MiB of 100 KiB lines took 0.024 s, not 0.154.
+HOP_MIN_LINE_BYTES = 1024  # past HOP_TRIES hops, lines shorter than this on average are counted, not hopped
+HOP_TRIES = 16
+
+
+def _count_lines(data: Bytes, start: int, end: int) -> int:
+    """The \n in data[start:end]: hopped from one to the next while lines are long, then counted."""
+    n, i = 0, start
+    while n < HOP_TRIES or i - start >= n * HOP_MIN_LINE_BYTES:
+        i = data.find(b"\n", i, end) + 1
+        if i == 0:
+            return n
+        n += 1
+    return n + data.count(b"\n", i, end)
 
 
 def _sample_stride(offset: int) -> int:
@@ -418,7 +486,7 @@ def _sample_stride(offset: int) -> int:
     return max(SAMPLE_MIN_STRIDE, offset // SAMPLES_PER_DOUBLING)
 
 
-def _sparse_hits(data: bytes, failures: list[int], start: int, end: int, base: int, next_sample: int) -> list[int]:
+def _sparse_hits(data: Bytes, failures: list[int], start: int, end: int, base: int, next_sample: int) -> list[int]:
     """Anchor hits (absolute, sorted) in data[start:end] on the failures' lines, and the first hit at or after
     each stride from next_sample: the hits the dense-sample policy would keep, without listing every one."""
     out: list[int] = []
@@ -436,7 +504,7 @@ def _sparse_hits(data: bytes, failures: list[int], start: int, end: int, base: i
     return sorted(set(out))
 
 
-def _line_start(data: bytes, pos: int) -> int:
+def _line_start(data: Bytes, pos: int) -> int:
     """Where the line holding `pos` starts: its \n, or a \r at most LONG_LINE_REACH_BYTES back in a redraw flood."""
     start = data.rfind(b"\n", 0, pos) + 1
     if pos - start > LONG_LINE_REACH_BYTES:
@@ -445,7 +513,7 @@ def _line_start(data: bytes, pos: int) -> int:
     return start
 
 
-def _line_end(data: bytes, pos: int, end: int) -> int:
+def _line_end(data: Bytes, pos: int, end: int) -> int:
     """Just past the line holding `pos`: its \n, or a \r at most LONG_LINE_REACH_BYTES on in a redraw flood."""
     stop = data.find(b"\n", pos, min(end, pos + LONG_LINE_REACH_BYTES))
     if stop != -1:

@@ -1,0 +1,70 @@
+"""The literal gates before the step, frame and banner patterns never hide a line the pattern would match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oomdoctor.parse import context as ctx
+from oomdoctor.parse.normalize import normalize
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+# One line per form, from the patterns' own comments, so each gate is tried on a line its pattern matches.
+EXAMPLES = [
+    "Epoch: [0][511/1736]\tTime 0.2", "Epoch(train) [1][ 50/782]  lr: 1e-4", "| epoch   1 |   600/ 3515 batches | lr 20",
+    "Train: [1/50][12/157] Data 1.587", "Iter(train) [  50/1000]  lr: 2e-4", "[3, 1200] loss: 0.51", "[2,   400/1000]",
+    "step=120, skipped=0, lr=[1e-05]", "iteration      120/   50000 | consumed samples", "eta: 1:00  iter: 19  loss 1.2",
+    "Starting training from iteration 0", "Start training from epoch: 0, iter: 120", "step: 12", "{'loss': 0.5, 'step': 50}",
+    "Steps: 12", "global_step 12", "Step #12/100", "Iter 120/500", "12/100 [====>.....] - ETA: 3s",
+    "[ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]", "Epoch 1:  40%|####  | 4/10 [00:01<00:02]",
+    "Epoch 1/2 ━━━━━━━━━━ 4/10 0:00:01", "Epoch [2/10]: [63/1500]   4%|", "Epoch: [63/1500]   4%|",
+    '  File "train.py", line 12, in main', "train.py in main(args)", "<ipython-input-3-abc> in <module>",
+    "File /tmp/x.py:12, in f", "Cell In[3], line 5", "tests/test_x.py:12: in test_f",
+    "***** Running Evaluation *****", "***** Running Prediction *****", "Validation DataLoader 0:  44%|", "Validation: 0it",
+    "Evaluating: 100%|", "Running evaluation on 100 samples", "Running validation", "Testing DataLoader 0: 10%|",
+    "Predicting DataLoader 0: 10%|", "Sanity Checking DataLoader 0: 100%|", "Inference done 120/500", "Start inference on 500 images",
+    "Epoch(val) [1][50/100]", "Iter(test) [50/100]", "eval:  40%|####  | 4/10", " Valid  12%| 3/25 ", "test 50%|##", "Predict 10%|",
+    "inference 10%|", "100/100 [==============================] - ETA: 0s", "Saving model checkpoint to out/ckpt-100",
+    "Saving checkpoint", "[Rank 0] Saving", "saving checkpoint at iteration 100", "Saving the model to out", "Saving weights",
+    "Summoning checkpoint.", "Loading checkpoint shards: 50%", "Loading model", "Creating model", "loading weights",
+    "Load pretrained model from x", "-- loading /models/x", "loaded 3D transformer's pretrained weights from x",
+    "Initializing the vision encoder", "Processing...", "Constructing datasets...", "Building data loaders",
+    "llama_new_context_with_model: n_ctx = 4096", "llm_load_tensors: offloading", "***** Running training *****",
+    "Starting training", "Begin the training", "Training started", "starting training from iteration 5", "Start Training",
+    "Epoch 1/160", ">>>>>>>start training : setting>>>>>>>",
+]
+
+
+def _texts() -> list[str]:
+    texts = set(EXAMPLES)
+    for path in sorted(FIXTURES.rglob("*.log")):
+        for number, raw in enumerate(path.read_text(errors="replace").split("\n"), 1):
+            texts.update(ln.text for ln in normalize(number, raw))
+    return sorted(texts)
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return _texts()
+
+
+def test_each_step_pattern_matches_only_lines_holding_its_literal(texts):
+    assert len(ctx.STEP_NEEDS) == len(ctx.STEP_PATTERNS)
+    for need, pat in zip(ctx.STEP_NEEDS, ctx.STEP_PATTERNS, strict=True):
+        hits = [t for t in texts if pat.search(t)]
+        assert hits, pat.pattern  # the corpus tries the gate on a line the pattern matches
+        assert all(need in t for t in hits), (need, pat.pattern, [t for t in hits if need not in t][:3])
+
+
+@pytest.mark.parametrize(("pattern", "gate"), [
+    ("FRAME", ctx.may_be_frame), ("EVAL_BANNER", ctx.may_be_eval_banner), ("INIT_BANNER", ctx.may_be_init_banner),
+    ("SAVE_BANNER", lambda t: "aving" in t or "Summoning" in t), ("TRAIN_BANNER", lambda t: "raining" in t or "Epoch " in t),
+    ("LIGHTNING", lambda t: t.startswith("Epoch ")), ("IGNITE", lambda t: "%" in t and "Epoch" in t),
+])
+def test_each_gate_passes_every_line_its_pattern_matches(texts, pattern, gate):
+    pat = getattr(ctx, pattern)
+    hits = [t for t in texts if pat.search(t)]
+    assert hits
+    assert [t for t in hits if not gate(t)] == []
