@@ -160,6 +160,20 @@ _CUBLAS_OPS = _MM_OPS | {"_addmm_activation", "addmv", "mv", "addbmm", "dot", "v
 _CUBLASLT_OPS = {"addmm", "_addmm_activation"}  # with a 1-D bias these take ATen's cuBLASLt path (gemm_and_bias)
 
 
+def flash_backward_scratch(args: tuple) -> list[int]:
+    """Scratch of FlashAttention-2's backward as PyTorch runs it (aten/src/ATen/native/transformers/cuda/flash_attn/
+    flash_api.cpp, mha_bwd, non-deterministic): `softmax_d` (batch, heads, seqlen_q rounded to 128) and `dq_accum`
+    (batch, seqlen_q rounded, heads, head_dim rounded to 32, or 256 above 192), both fp32, beside dq/dk/dv."""
+    q = args[1]  # _scaled_dot_product_flash_attention_backward(grad_out, query, ...): (batch, heads, seq, head_dim)
+    b, h, s, d = q.shape
+    s_r = -(-s // 128) * 128
+    d_r = -(-d // 32) * 32 if d <= 192 else 256
+    return [b * h * s_r * 4, b * s_r * h * d_r * 4]
+
+
+_SCRATCH = {"_scaled_dot_product_flash_attention_backward": flash_backward_scratch}
+
+
 class StorageTracker(TorchDispatchMode):
     """Emits an ordered trace of ("a", id, bytes) / ("f", id, 0) for every storage on the tracked device, and the
     stream events allocator.replay reads: ("s", stream, 0) before the first allocation on another stream than the
@@ -263,6 +277,20 @@ class StorageTracker(TorchDispatchMode):
                 nbytes = round_block(self.workspaces[kind])
                 self._allocated(self._add(nbytes), nbytes)
 
+    def _transients(self, sizes: list[int]) -> None:
+        """Allocate scratch buffers an op's kernel takes from the caching allocator, in order, then free them all (the
+        op's outputs are live by then, as they are when a CUDA kernel runs)."""
+        sids = []
+        for size in sizes:
+            nbytes = round_block(size)
+            sid = self._add(nbytes)
+            self._allocated(sid, nbytes)
+            sids.append((sid, nbytes))
+        for sid, nbytes in sids:
+            self.live -= nbytes
+            self.trace.append(("f", sid, nbytes))
+            self._freed(sid)
+
     def _track(self, t: torch.Tensor) -> None:
         if t.device.type != self.device_type:
             return
@@ -314,6 +342,8 @@ class StorageTracker(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         for t in _tensors(out):
             self._track(t)
+        if name in _SCRATCH and not self.paused:
+            self._transients(_SCRATCH[name](args))
         with contextlib.suppress(AttributeError, IndexError, TypeError, ValueError):
             self._count_flops(name, args)
         return out
