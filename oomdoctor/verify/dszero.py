@@ -21,7 +21,7 @@ import this module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -32,7 +32,7 @@ SUB_GROUP_ELEMENTS = 1_000_000_000
 class DeepSpeedStep:
     """This rank's flat fp32 partition(s), moments and gradient buffer, and the step that updates them."""
 
-    def __init__(self, params: list[torch.Tensor], numel: Callable[[torch.Tensor], int], stage: int,
+    def __init__(self, params: Sequence[torch.Tensor], numel: Callable[[torch.Tensor], int], stage: int,
                  fused: bool, device: torch.device, sub_group_elements: int = SUB_GROUP_ELEMENTS) -> None:
         self.params, self.numel, self.stage, self.fused, self.device = params, numel, stage, fused, device
         self.groups: list[list[torch.Tensor]] = [[]]
