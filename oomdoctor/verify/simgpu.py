@@ -175,7 +175,7 @@ _SCRATCH = {"_scaled_dot_product_flash_attention_backward": flash_backward_scrat
 
 # cuDNN convolutions (aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: the plan's workspace from the caching
 # allocator around each execution): the forward is one kernel, the backward one per gradient asked for (data, filter)
-_CONV_OPS = {"convolution", "_convolution", "cudnn_convolution", "convolution_backward"}
+_CONV_OPS = {"convolution", "convolution_backward"}
 
 
 def _conv_kernels(name: str, args: tuple) -> int:
@@ -199,7 +199,8 @@ class StorageTracker(TorchDispatchMode):
     object, which fire in whichever thread drops the last reference (backward runs on the device thread).
     It also counts matmul and attention FLOPs, the compute estimate verify reports on the simulator, and allocates
     the cuBLAS and cuBLASLt workspaces (`workspaces`: their bytes, see verify/libraries.py) the first time each
-    thread runs a matrix product, kept for the rest of the run as on CUDA.
+    thread runs a matrix product, kept for the rest of the run as on CUDA; FlashAttention's backward scratch and,
+    given `conv_workspace`, each cuDNN convolution kernel's workspace live around their op only.
     """
 
     def __init__(self, device_type: str = DEVICE, workspaces: tuple[int, int] = (0, 0), conv_workspace: int = 0) -> None:
@@ -311,14 +312,13 @@ class StorageTracker(TorchDispatchMode):
         """A cuDNN convolution's workspace around its kernel: at most `nbytes`, less when memory is short (the trace's
         ("w", id, bytes); a live allocator halves it until it fits)."""
         sid = self._add(nbytes, kind="w")
-        nbytes = self._allocated_upto(sid, nbytes)
+        self._allocated_upto(sid, nbytes)
         self.live -= nbytes
         self.trace.append(("f", sid, nbytes))
         self._freed(sid)
 
-    def _allocated_upto(self, sid: int, nbytes: int) -> int:
-        """A workspace of at most `nbytes` came to life; the bytes it took (the live simulation may give less)."""
-        return nbytes
+    def _allocated_upto(self, sid: int, nbytes: int) -> None:
+        """A workspace of at most `nbytes` came to life (the live simulation gives it what fits)."""
 
     def _track(self, t: torch.Tensor) -> None:
         if t.device.type != self.device_type:
@@ -438,13 +438,12 @@ class LiveTracker(StorageTracker):
         if self.history:
             self.frames[id(block)] = _python_frames()
 
-    def _allocated_upto(self, sid: int, nbytes: int) -> int:
+    def _allocated_upto(self, sid: int, nbytes: int) -> None:
         from oomdoctor.verify.allocator import malloc_at_most
 
         block = malloc_at_most(self.allocator, nbytes, self.stream)
         if block is not None:
             self.blocks[sid] = block
-        return nbytes
 
     def _freed(self, sid: int) -> None:
         block = self.blocks.pop(sid, None)
