@@ -9,7 +9,7 @@ from tests.sim_states import step_bytes
 torch = pytest.importorskip("torch")
 
 WORLD = 4
-MIB_SLACK = 4096  # the step's few scalars (norms, the total norm), 512 bytes each
+SCALAR_SLACK = 4096  # the step's few scalars (norms, the total norm), 512 bytes each
 
 
 def _run(**params):
@@ -43,14 +43,14 @@ def test_zero12_step_adds_the_flat_16bit_copy_and_its_fp32_upcast(stage):
     # 16-bit gradients are freed and FusedAdam updates in place: the peak is 6 bytes per partition element
     start, peak, numels = _run(zero_stage=stage, optimizer="adamw_fused")
     p = _partition(numels)
-    assert peak - start == pytest.approx(6 * p, abs=MIB_SLACK)
+    assert peak - start == pytest.approx(6 * p, abs=SCALAR_SLACK)
 
 
 def test_zero3_step_with_torch_adamw_adds_the_fp32_gradient_and_adamws_temporary():
     # stage3.py: the 16-bit gradients stay in grad_partitions_flat_buffer, so the fp32 sub-group gradient (4 bytes) and
     # torch AdamW's sqrt(v) (4 bytes) are live together: 8 bytes per partition element
     start, peak, numels = _run(zero_stage=3, optimizer="adamw")
-    assert peak - start == pytest.approx(8 * _partition(numels), abs=MIB_SLACK)
+    assert peak - start == pytest.approx(8 * _partition(numels), abs=SCALAR_SLACK)
 
 
 def test_the_gradient_norm_copies_each_gradient_to_fp64():
@@ -60,7 +60,7 @@ def test_the_gradient_norm_copies_each_gradient_to_fp64():
                                tie_embeddings=True)
     largest = max(numels)
     assert 8 * largest > 6 * _partition(numels)
-    assert peak - start == pytest.approx(8 * largest, abs=len(numels) * 512 + MIB_SLACK)
+    assert peak - start == pytest.approx(8 * largest, abs=len(numels) * 512 + SCALAR_SLACK)
 
 
 def test_zero_states_are_one_flat_fp32_tensor_each():
