@@ -157,6 +157,13 @@ def _cuda_replay(torch: Any, trace: list[tuple[str, int, int]], fraction: float 
                 out["oom_event"] = n
                 out["reserved_at_oom_bytes"] = torch.cuda.memory_reserved()
                 break
+        elif kind == "w":  # a workspace that takes what fits (allocator.malloc_at_most)
+            while nbytes >= 512 and sid not in live:
+                try:
+                    with torch.cuda.stream(cuda_stream(stream)):
+                        live[sid] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+                except torch.OutOfMemoryError:
+                    nbytes //= 2
         elif kind == "f":
             live.pop(sid, None)
         elif kind == "s":

@@ -571,12 +571,25 @@ class ExpandableSegment:
         self.owner.reserved -= len(empty) * self.page
 
 
+def malloc_at_most(alloc: CachingAllocator, nbytes: int, stream: int = 0) -> Block | None:
+    """A library workspace that takes what there is: `nbytes`, halved after each OOM (PyTorch's cuDNN path,
+    Conv_v8.cpp generate_and_filter_plans, then the next plan in try_configs), None once under 512 bytes (a plan with
+    no workspace)."""
+    while nbytes >= 512:
+        try:
+            return alloc.malloc(nbytes, stream)
+        except OutOfMemory:
+            nbytes //= 2
+    return None
+
+
 def replay(trace: Iterable[tuple[str, int, int]], capacity: int, conf: AllocConf | None = None,
            non_pytorch: int = 0, total_capacity: int | None = None) -> ReplayResult:
     """Replay ("a", id, bytes) / ("f", id, _) events; stop at the first OOM and describe it.
 
     Streams: ("s", stream, _) puts the allocations after it on `stream` (0 until one says otherwise), ("r", id,
-    stream) records a live block's use on `stream`, ("e", _, _) says every recorded stream's work is done."""
+    stream) records a live block's use on `stream`, ("e", _, _) says every recorded stream's work is done; ("w", id,
+    bytes) is a workspace that takes at most `bytes` (malloc_at_most), never an OOM."""
     alloc = CachingAllocator(capacity, conf, non_pytorch, total_capacity)
     result = ReplayResult(capacity_bytes=capacity, non_pytorch_bytes=non_pytorch)
     live: dict[int, Block] = {}
@@ -591,6 +604,10 @@ def replay(trace: Iterable[tuple[str, int, int]], capacity: int, conf: AllocConf
                 result.requested_bytes = nbytes
                 result.reserved_at_oom, result.allocated_at_oom = alloc.reserved, alloc.allocated
                 break
+        elif kind == "w":
+            block = malloc_at_most(alloc, nbytes, stream)
+            if block is not None:
+                live[sid] = block
         elif kind == "f":
             block = live.pop(sid, None)
             if block is not None:

@@ -99,8 +99,10 @@ class Memory(BaseModel):
     non_pytorch: int | None = None
     gpu: str | None = Field(None, description="the GPU's name (H100, A100-SXM4-80GB): Hopper's cuBLAS workspaces "
                                               "are 32 MiB, other GPUs' 8 MiB")
+    cudnn_workspace: int = Field(0, description="the workspace each cuDNN convolution kernel asks for (the plan's, "
+                                                "which cuDNN picks at run time; 0: none), less when memory is short")
 
-    _sizes = field_validator("limit", "total", "non_pytorch", mode="before")(lambda cls, v: None if v is None
+    _sizes = field_validator("limit", "total", "non_pytorch", "cudnn_workspace", mode="before")(lambda cls, v: None if v is None
                                                                               else _size(v))
 
     @model_validator(mode="after")

@@ -91,6 +91,7 @@ def spec_for(res: Resolved, device: str, variant: fixmod.Variant) -> dict[str, A
         "non_pytorch_bytes": res.non_pytorch_bytes,
         "alloc_conf": variant.alloc_conf,
         "workspace_bytes": workspaces(res.config.memory.gpu, res.config.cublas_workspace_config),
+        "conv_workspace_bytes": res.config.memory.cudnn_workspace,
         "base_dir": str(res.path.parent.resolve()),
     }
 

@@ -160,6 +160,35 @@ _CUBLAS_OPS = _MM_OPS | {"_addmm_activation", "addmv", "mv", "addbmm", "dot", "v
 _CUBLASLT_OPS = {"addmm", "_addmm_activation"}  # with a 1-D bias these take ATen's cuBLASLt path (gemm_and_bias)
 
 
+def flash_backward_scratch(args: tuple) -> list[int]:
+    """Scratch of FlashAttention-2's backward as PyTorch runs it (aten/src/ATen/native/transformers/cuda/flash_attn/
+    flash_api.cpp, mha_bwd, non-deterministic): `softmax_d` (batch, heads, seqlen_q rounded to 128) and `dq_accum`
+    (batch, seqlen_q rounded, heads, head_dim rounded to 32, or 256 above 192), both fp32, beside dq/dk/dv."""
+    q = args[1]  # _scaled_dot_product_flash_attention_backward(grad_out, query, ...): (batch, heads, seq, head_dim)
+    b, h, s, d = q.shape
+    s_r = -(-s // 128) * 128
+    d_r = -(-d // 32) * 32 if d <= 192 else 256
+    return [b * h * s_r * 4, b * s_r * h * d_r * 4]
+
+
+_SCRATCH = {"_scaled_dot_product_flash_attention_backward": flash_backward_scratch}
+
+# cuDNN convolutions (aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: the plan's workspace from the caching
+# allocator around each execution): the forward is one kernel, the backward one per gradient asked for (data, filter)
+_CONV_OPS = {"convolution", "convolution_backward"}
+
+
+def _conv_kernels(name: str, args: tuple) -> int:
+    if name != "convolution_backward":
+        return 1
+    mask = args[-1] if args and isinstance(args[-1], (list, tuple)) else (True, True, True)
+    return int(bool(mask[0])) + int(bool(mask[1]))
+
+
+def _on(args: tuple, device_type: str) -> bool:
+    return bool(args) and isinstance(args[0], torch.Tensor) and args[0].device.type == device_type
+
+
 class StorageTracker(TorchDispatchMode):
     """Emits an ordered trace of ("a", id, bytes) / ("f", id, 0) for every storage on the tracked device, and the
     stream events allocator.replay reads: ("s", stream, 0) before the first allocation on another stream than the
@@ -170,13 +199,15 @@ class StorageTracker(TorchDispatchMode):
     object, which fire in whichever thread drops the last reference (backward runs on the device thread).
     It also counts matmul and attention FLOPs, the compute estimate verify reports on the simulator, and allocates
     the cuBLAS and cuBLASLt workspaces (`workspaces`: their bytes, see verify/libraries.py) the first time each
-    thread runs a matrix product, kept for the rest of the run as on CUDA.
+    thread runs a matrix product, kept for the rest of the run as on CUDA; FlashAttention's backward scratch and,
+    given `conv_workspace`, each cuDNN convolution kernel's workspace live around their op only.
     """
 
-    def __init__(self, device_type: str = DEVICE, workspaces: tuple[int, int] = (0, 0)) -> None:
+    def __init__(self, device_type: str = DEVICE, workspaces: tuple[int, int] = (0, 0), conv_workspace: int = 0) -> None:
         super().__init__()
         self.device_type = device_type
         self.workspaces = workspaces
+        self.conv_workspace = conv_workspace
         self._workspace_held: set[tuple[int, int]] = set()  # (thread, 0 cuBLAS / 1 cuBLASLt) already held
         self.trace: list[tuple[str, int, int]] = []
         self.live = 0
@@ -238,7 +269,7 @@ class StorageTracker(TorchDispatchMode):
     def _events_done(self) -> None:
         """The recorded streams' work is done."""
 
-    def _add(self, nbytes: int) -> int:
+    def _add(self, nbytes: int, kind: str = "a") -> int:
         """Count a new device allocation of `nbytes` (already rounded) and return its id."""
         sid = self._next
         self._next += 1
@@ -247,7 +278,7 @@ class StorageTracker(TorchDispatchMode):
         if self.stream != self._trace_stream:
             self._trace_stream = self.stream
             self.trace.append(("s", self.stream, 0))
-        self.trace.append(("a", sid, nbytes))
+        self.trace.append((kind, sid, nbytes))
         return sid
 
     def _workspace(self, name: str, args: tuple) -> None:
@@ -262,6 +293,32 @@ class StorageTracker(TorchDispatchMode):
                 self._workspace_held.add(key)
                 nbytes = round_block(self.workspaces[kind])
                 self._allocated(self._add(nbytes), nbytes)
+
+    def _transients(self, sizes: list[int]) -> None:
+        """Allocate scratch buffers an op's kernel takes from the caching allocator, in order, then free them all (the
+        op's outputs are live by then, as they are when a CUDA kernel runs)."""
+        sids = []
+        for size in sizes:
+            nbytes = round_block(size)
+            sid = self._add(nbytes)
+            self._allocated(sid, nbytes)
+            sids.append((sid, nbytes))
+        for sid, nbytes in sids:
+            self.live -= nbytes
+            self.trace.append(("f", sid, nbytes))
+            self._freed(sid)
+
+    def _conv_scratch(self, nbytes: int) -> None:
+        """A cuDNN convolution's workspace around its kernel: at most `nbytes`, less when memory is short (the trace's
+        ("w", id, bytes); a live allocator halves it until it fits)."""
+        sid = self._add(nbytes, kind="w")
+        self._allocated_upto(sid, nbytes)
+        self.live -= nbytes
+        self.trace.append(("f", sid, nbytes))
+        self._freed(sid)
+
+    def _allocated_upto(self, sid: int, nbytes: int) -> None:
+        """A workspace of at most `nbytes` came to life (the live simulation gives it what fits)."""
 
     def _track(self, t: torch.Tensor) -> None:
         if t.device.type != self.device_type:
@@ -314,6 +371,11 @@ class StorageTracker(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         for t in _tensors(out):
             self._track(t)
+        if name in _SCRATCH and not self.paused:
+            self._transients(_SCRATCH[name](args))
+        if self.conv_workspace and name in _CONV_OPS and not self.paused and _on(args, self.device_type):
+            for _ in range(_conv_kernels(name, args)):
+                self._conv_scratch(round_block(self.conv_workspace))
         with contextlib.suppress(AttributeError, IndexError, TypeError, ValueError):
             self._count_flops(name, args)
         return out
@@ -356,8 +418,9 @@ class LiveTracker(StorageTracker):
     """Allocates every storage from the caching-allocator model as it is created, so the program itself meets the
     OOM at the failing allocation (as on a GPU of that size), with the allocator's state for `oomdoctor.capture`."""
 
-    def __init__(self, allocator: Any, history: bool = False, workspaces: tuple[int, int] = (0, 0)) -> None:
-        super().__init__(workspaces=workspaces)
+    def __init__(self, allocator: Any, history: bool = False, workspaces: tuple[int, int] = (0, 0),
+                 conv_workspace: int = 0) -> None:
+        super().__init__(workspaces=workspaces, conv_workspace=conv_workspace)
         self.allocator, self.history = allocator, history
         self.blocks: dict[int, Any] = {}
         self.frames: dict[int, list[dict[str, Any]]] = {}  # id(block) -> its stack, innermost first
@@ -374,6 +437,13 @@ class LiveTracker(StorageTracker):
         self.blocks[sid] = block
         if self.history:
             self.frames[id(block)] = _python_frames()
+
+    def _allocated_upto(self, sid: int, nbytes: int) -> None:
+        from oomdoctor.verify.allocator import malloc_at_most
+
+        block = malloc_at_most(self.allocator, nbytes, self.stream)
+        if block is not None:
+            self.blocks[sid] = block
 
     def _freed(self, sid: int) -> None:
         block = self.blocks.pop(sid, None)
@@ -423,11 +493,12 @@ def _python_frames(limit: int = 32) -> list[dict[str, Any]]:
 
 @contextlib.contextmanager
 def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | str = 0, history: bool = False,
-             gpu: str | None = None):
+             gpu: str | None = None, cudnn_workspace: int | str = 0):
     """Run the code inside on a simulated GPU of `capacity` ("24GiB" or bytes): tensors on the device it yields are
     fake (no memory, no compute) and allocated from the caching-allocator model, so an allocation that would not
     fit raises torch.OutOfMemoryError with CUDA's message there; `gpu` (its name: H100, A100) sizes the cuBLAS
-    workspaces. `history` records each allocation's Python stack
+    workspaces, `cudnn_workspace` what each convolution kernel's workspace asks for (less when memory is short).
+    `history` records each allocation's Python stack
     (for `oomdoctor.capture`'s top allocations). Build the model inside the block: `Module.to(device)` and
     `.cuda()` are no-ops there (as in verify's trials; restored on exit)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -443,6 +514,6 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     device = setup()
     allocator = CachingAllocator(size(capacity), AllocConf.parse(alloc_conf), size(non_pytorch))
     # as in verify's trials (model.to(gpu)/.cuda() keep the model where it was built), and restored on exit
-    tracker = LiveTracker(allocator, history, workspaces(gpu))
+    tracker = LiveTracker(allocator, history, workspaces(gpu), size(cudnn_workspace))
     with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
         yield device

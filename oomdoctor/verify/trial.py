@@ -74,7 +74,8 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
     _no_device_moves(torch)
     _tensors_via_host(torch)
     factory = _factory(spec)
-    tracker = simgpu.StorageTracker(workspaces=tuple(spec.get("workspace_bytes") or (0, 0)))
+    tracker = simgpu.StorageTracker(workspaces=tuple(spec.get("workspace_bytes") or (0, 0)),
+                                    conv_workspace=spec.get("conv_workspace_bytes") or 0)
     start = time.perf_counter()
     with FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
         step = factory(device)
@@ -111,7 +112,8 @@ def replay_result(trace: list[tuple[str, int, int]], spec: dict[str, Any], start
     }
 
 
-TRACE_KINDS = {"a": 0, "f": 1, "s": 2, "r": 3, "e": 4}  # alloc, free; stream: switch, record, events done
+TRACE_KINDS = {"a": 0, "f": 1, "s": 2, "r": 3, "e": 4, "w": 5}  # alloc, free; stream: switch, record, events
+# done; a workspace that takes what fits
 
 
 def write_trace(path: str, trace: list[tuple[str, int, int]]) -> None:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from oomdoctor.verify.dszero import DeepSpeedStep
 from oomdoctor.verify.params import TransformerParams
 from oomdoctor.verify.zero3 import ROOT, Boundary, Gathering, Slot, gathering
 
@@ -449,7 +450,11 @@ class Optimizer:
         self.state: dict[int, dict[str, torch.Tensor]] = {}
         # DeepSpeed ZeRO-3's gradient bucket (contiguous_gradients): allocated with the optimizer, kept for the run
         self.ipg = self._bucket() if p.zero_stage == 3 and p.zero_bucket_elements else None
-        if p.zero_stage == 2:
+        # DeepSpeed's bf16/fp16 mode with AdamW on the device: its own flat partitions and step (verify/dszero.py)
+        self.ds = DeepSpeedStep(self.params, self._k, p.zero_stage, p.optimizer == "adamw_fused", device) \
+            if self.master and p.zero_stage >= 1 and p.offload == "none" and p.optimizer in ("adamw", "adamw_fused") \
+            and self.params else None
+        if p.zero_stage == 2 or (self.ds is not None and p.zero_stage == 3):
             for q in self.params:
                 q.register_post_accumulate_grad_hook(self._reduce_scatter)
 
@@ -471,6 +476,10 @@ class Optimizer:
     def _reduce_scatter(self, q: torch.Tensor) -> None:
         assert q.grad is not None  # a post-accumulate-grad hook runs with the gradient in place
         g = q.grad.reshape(-1)[: self._k(q)]
+        if self.ds is not None:
+            self.ds.accumulate(q, g)
+            q.grad = None
+            return
         buf = self.gshards.get(id(q))
         if buf is None:
             self.gshards[id(q)] = g.clone()
@@ -485,6 +494,9 @@ class Optimizer:
 
     @torch.no_grad()
     def init_state(self) -> None:
+        if self.ds is not None:
+            self.ds.init_state()
+            return
         for q in self.params:
             if id(q) in self.state:
                 continue
@@ -507,6 +519,9 @@ class Optimizer:
 
     @torch.no_grad()
     def step(self) -> None:
+        if self.ds is not None:
+            self.ds.step()
+            return
         self.init_state()
         items = [(q, g) for q in self.params if (g := self._grad(q)) is not None]
         if not items:
@@ -553,6 +568,8 @@ class Optimizer:
         for q in self.params:
             q.grad = None
         self.gshards.clear()
+        if self.ds is not None:
+            self.ds.zero_grad()
 
 
 def mid_training_states(model: nn.Module, p: OptimizerParams, device: torch.device) -> Optimizer:

@@ -1,0 +1,100 @@
+"""Library scratch on the simulated device: FlashAttention's backward buffers and cuDNN's convolution workspace."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def _traced(run, **tracker_args):
+    """The storage trace of `run(device)` on the simulated device."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from oomdoctor.verify import simgpu
+
+    device = simgpu.setup()
+    tracker = simgpu.StorageTracker(**tracker_args)
+    with FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
+        run(device)
+    return tracker.trace
+
+
+def _scratch(trace, sizes: list[int]) -> bool:
+    """Whether the trace allocates blocks of `sizes`, in order, and frees them right after, before anything else: an
+    op's scratch around its kernel."""
+    n = len(sizes)
+    for i in range(len(trace) - 2 * n + 1):
+        made, gone = trace[i : i + n], trace[i + n : i + 2 * n]
+        if [e[0] for e in made] == ["a"] * n and [e[0] for e in gone] == ["f"] * n \
+                and [e[2] for e in made] == sizes and [e[1] for e in made] == [e[1] for e in gone]:
+            return True
+    return False
+
+
+def test_flash_attention_backward_takes_softmax_d_and_dq_accum_in_fp32():
+    # flash_api.cpp mha_bwd: softmax_d (b, h, s rounded to 128) and dq_accum (b, s rounded, h, d rounded to 32), fp32
+    b, h, s, d = 2, 3, 100, 80
+
+    def run(device):
+        q, k, v = (torch.randn(b, h, s, d, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(3))
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+
+    trace = _traced(run)
+    assert _scratch(trace, [b * h * 128 * 4, b * 128 * h * 96 * 4])
+
+
+def test_flash_attention_forward_keeps_its_logsumexp_for_backward():
+    # the forward's logsumexp (b, h, s) fp32 is an output autograd saves: allocated in forward, alive until backward
+    b, h, s, d = 2, 3, 1000, 64
+    kept = []
+
+    def run(device):
+        q, k, v = (torch.randn(b, h, s, d, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(3))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        kept.append(out.grad_fn is not None)
+        out.sum().backward()
+
+    from oomdoctor.verify.simgpu import round_block
+
+    trace = _traced(run)
+    lse = round_block(b * h * s * 4)
+    assert kept == [True] and any(kind == "a" and n == lse for kind, _, n in trace)
+
+
+def _conv_step(device):
+    conv = torch.nn.Conv2d(8, 16, 3, device=device)
+    conv(torch.randn(4, 8, 32, 32, device=device, requires_grad=True)).sum().backward()
+
+
+def test_a_cudnn_convolution_takes_its_workspace_around_each_kernel():
+    # Conv_v8.cpp run_conv_plan: the forward's plan, then backward data and backward filter, each with its workspace
+    ws = 3 << 20  # a size no tensor of this test has
+    trace = _traced(_conv_step, conv_workspace=ws)
+    scratch = [(kind, sid) for kind, sid, n in trace if n == ws]
+    assert [k for k, _ in scratch] == ["w", "f"] * 3  # the input asks for its gradient too: backward data runs
+    assert all(trace[i + 1][:2] == ("f", trace[i][1]) for i, e in enumerate(trace) if e[0] == "w")
+    # nothing else changes (ids aside: the workspaces take three)
+    assert [(k, n) for k, _, n in _traced(_conv_step)] == [(k, n) for k, _, n in trace if n != ws]
+
+
+def test_a_cudnn_workspace_shrinks_to_what_memory_is_left_and_never_runs_out():
+    # generate_and_filter_plans halves the workspace after each OOM; the last plans need none
+    from oomdoctor.verify.allocator import replay
+
+    ws = 64 << 20
+    trace = _traced(_conv_step, conv_workspace=ws)
+    roomy = replay(trace, 1 << 30)
+    assert not roomy.oom and roomy.peak_allocated_bytes >= ws
+    tight = replay(trace, 24 << 20)  # a 20 MiB segment fits, 32 or 64 MiB do not
+    assert not tight.oom and tight.peak_allocated_bytes < 20 << 20
+    assert replay([e for e in trace if e[2] != ws], 24 << 20).peak_allocated_bytes < tight.peak_allocated_bytes
+
+
+def test_a_live_simulation_gives_a_convolution_what_is_left():
+    from oomdoctor.verify import simgpu
+
+    with simgpu.simulate("24MiB", cudnn_workspace="64MiB") as device:
+        _conv_step(device)  # each kernel asks for 64 MiB and takes what fits: no OOM
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(64 << 20, dtype=torch.uint8, device=device)
