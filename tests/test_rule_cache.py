@@ -94,3 +94,77 @@ def test_old_catalogs_are_pruned_so_rule_edits_do_not_pile_up(cache_dir, monkeyp
     kept = sorted(p.name for p in cache_dir.glob("rules-*.json"))
     assert kept == sorted(["rules-" + "f" * 32 + ".json", f"rules-{5:032x}.json", f"rules-{4:032x}.json"])
     assert cache.load("f" * 64) == []
+
+
+def _rewrite_payload(path, edit, fix_digest):
+    """Change the cached rules with `edit`; with `fix_digest` the header is made to match (a write by another build)."""
+    import hashlib
+    import json
+
+    head, _, payload = path.read_bytes().partition(b"\n")
+    rules = json.loads(payload)
+    edit(rules)
+    payload = json.dumps(rules).encode()
+    header = json.loads(head)
+    if fix_digest:
+        header["sha256"] = hashlib.sha256(payload).hexdigest()
+    path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+
+
+def _set_confidence(rules):
+    rules[0][1]["confidence"] = 0.01
+
+
+def test_a_cache_whose_rules_do_not_match_its_digest_is_not_used(cache_dir):
+    good = load_rules()
+    (written,) = cache_dir.glob("rules-*.json")
+    _rewrite_payload(written, _set_confidence, fix_digest=False)
+    assert load_rules()[next(iter(good))].rule.confidence == good[next(iter(good))].rule.confidence != 0.01
+    _same(load_rules(), good)
+
+
+def test_cached_rules_are_used_as_written_without_validating_them_again(cache_dir):
+    good = load_rules()
+    (written,) = cache_dir.glob("rules-*.json")
+    _rewrite_payload(written, _set_confidence, fix_digest=True)
+    assert load_rules()[next(iter(good))].rule.confidence == 0.01  # the digest matched: the cache was read
+
+
+@pytest.mark.parametrize("edit", [
+    lambda rules: rules[0][1].update(severity="high"),  # a field this build's schema does not have
+    lambda rules: rules[0][1].pop("boost"),  # a field it has, missing
+    lambda rules: rules[0][1]["condition"].update(fact="no_such_fact"),  # a fact this build does not derive
+    lambda rules: rules[0][1].update(fixes=["no-such-fix"]),
+    lambda rules: rules[0][1].update(message="text"),
+    lambda rules: rules.__setitem__(0, ["x", 1, "p"]),
+])
+def test_a_cache_of_another_shape_loads_from_the_files(cache_dir, edit):
+    good = load_rules()
+    (written,) = cache_dir.glob("rules-*.json")
+    _rewrite_payload(written, edit, fix_digest=True)
+    _same(load_rules(), good)
+
+
+def test_a_read_only_cache_folder_is_read_and_never_fails(cache_dir, monkeypatch):
+    import errno
+
+    good = load_rules()
+    (written,) = cache_dir.glob("rules-*.json")
+
+    def read_only(*args, **kwargs):  # what a read-only file system answers (chmod would not stop root)
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(cache.tempfile, "mkstemp", read_only)
+    _same(load_rules(), good)  # read from it
+    written.unlink()
+    _same(load_rules(), good)  # and from the files when nothing can be written
+    assert not list(cache_dir.iterdir())
+
+
+def test_the_cached_rules_equal_the_validated_ones(cache_dir):
+    from oomdoctor.engine.schema import Rule, rule_from_dump
+
+    for loaded in load_rules().values():
+        doc = loaded.rule.model_dump(mode="json")
+        assert rule_from_dump(doc) == Rule.model_validate(doc) == loaded.rule
+        assert rule_from_dump(doc).facts() == loaded.rule.facts()

@@ -15,7 +15,7 @@ from typing import Any
 from oomdoctor import __version__
 
 CACHE_ENV = "OOMDOCTOR_CACHE_DIR"  # a folder, or "off" to read and write no cache
-CACHE_FORMAT = 1  # bump when the cached document changes shape
+CACHE_FORMAT = 2  # bump when the cached document changes shape (2: a header line with the payload's digest)
 KEEP_CATALOGS = 16  # catalogs kept after a write, newest first: one per rule edit or upgrade would pile up
 
 
@@ -56,15 +56,19 @@ def _path(key: str) -> Path | None:
 
 
 def load(key: str | None) -> list[tuple[str, Any, str]] | None:
-    """The cached (id, rule document, path) triples for this key, or None (missing, unreadable or damaged)."""
+    """The cached (id, rule document, path) triples for this key, or None (missing, unreadable or damaged).
+
+    The file is a header line, {"key", "sha256"}, then the rules as JSON: the rules are used without validating them
+    again, so a payload whose digest is not the header's (a torn or damaged write) is not used."""
     path = _path(key) if key else None
     if path is None:
         return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("key") != key:
+        head, _, payload = path.read_bytes().partition(b"\n")
+        header = json.loads(head)
+        if header.get("key") != key or header.get("sha256") != hashlib.sha256(payload).hexdigest():
             return None
-        return [(str(i), rule, str(p)) for i, rule, p in doc["rules"]]
+        return [(str(i), rule, str(p)) for i, rule, p in json.loads(payload)]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -78,8 +82,9 @@ def store(key: str | None, rules: list[tuple[str, Any, str]]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rules-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"key": key, "rules": rules}, f)
+        payload = json.dumps(rules).encode()
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps({"key": key, "sha256": hashlib.sha256(payload).hexdigest()}).encode() + b"\n" + payload)
         os.replace(tmp, path)
         tmp = None
         _prune(path.parent)

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from oomdoctor.diagnosis import CATEGORIES
 from oomdoctor.engine import cache, templates
 from oomdoctor.engine.cache import rule_files
-from oomdoctor.engine.schema import Rule, suggest
+from oomdoctor.engine.schema import Rule, rule_from_dump, suggest
 from oomdoctor.facts import FACTS
 
 
@@ -212,8 +212,8 @@ def load_rules(rule_dirs: Sequence[Path] = (), *, include_default: bool = True,
     cached = cache.load(key)
     if cached is not None:
         try:
-            return {i: LoadedRule(Rule.model_validate(doc), Path(path)) for i, doc, path in cached}
-        except ValidationError:
+            return {i: LoadedRule(rule_from_dump(doc), Path(path)) for i, doc, path in cached}
+        except (ValueError, TypeError, KeyError):
             pass  # written by another build of the same version: load from the files
     registry: dict[str, LoadedRule] = {}
     errors: list[RuleError] = []

@@ -160,3 +160,38 @@ class Rule(Strict):
         for b in self.boost:
             names |= b.when.facts()
         return names
+
+
+def _exact(doc: Any, model: type[Strict]) -> dict[str, Any]:
+    """`doc` when it holds exactly the model's fields (a dump by another version of this file does not)."""
+    if not isinstance(doc, dict) or doc.keys() != model.model_fields.keys():
+        raise ValueError(f"not a dumped {model.__name__}")
+    return doc
+
+
+def _condition(doc: Any) -> Condition:
+    d = dict(_exact(doc, Condition))
+    for name in ("fact", "fact2"):
+        if d[name] is not None and d[name] not in FACTS:
+            raise ValueError(f"unknown fact {d[name]!r}")
+    for name in ("all_", "any_"):
+        if d[name] is not None:
+            d[name] = [_condition(c) for c in d[name]]
+    if d["not_"] is not None:
+        d["not_"] = _condition(d["not_"])
+    return Condition.model_construct(**d)
+
+
+def rule_from_dump(doc: Any) -> Rule:
+    """A rule rebuilt from its own `model_dump(mode="json")` without validating it again: the rule cache holds only
+    rules validated when it was written (start-up, issue 11). Fact names and fix ids are checked against this build;
+    raises ValueError on a document of another shape."""
+    d = dict(_exact(doc, Rule))
+    d["condition"] = _condition(d["condition"])
+    d["boost"] = [Boost.model_construct(**{**_exact(b, Boost), "when": _condition(b["when"])}) for b in d["boost"]]
+    d["message"] = Message.model_construct(**_exact(d["message"], Message))
+    d["tests"] = RuleTests.model_construct(**_exact(d["tests"], RuleTests))
+    unknown = [f for f in d["fixes"] if f not in FIX_IDS] + [n for n in d["evidence"] if n not in FACTS]
+    if unknown:
+        raise ValueError(f"unknown fix ids or facts {unknown}")
+    return Rule.model_construct(**d)
