@@ -126,3 +126,14 @@ def test_the_rules_shipped_use_only_plain_messages() -> None:
     for loaded in load_rules().values():
         for part in ("seen", "why", "do"):
             assert templates.forbidden_in(getattr(loaded.rule.message, part)) is None, loaded.rule.id
+
+
+def test_message_text_without_template_syntax_renders_as_jinja2_renders_it():
+    from oomdoctor.engine import templates
+    from oomdoctor.engine.loader import load_rules
+
+    parts = [getattr(r.rule.message, p) for r in load_rules().values() for p in ("seen", "why", "do")]
+    plain = [p for p in parts if "{" not in p] + ["  two\r\nlines\n\n", "a % b # c }} %} #}", ""]
+    assert len(plain) > 100
+    for text in plain:
+        assert templates.render(text, {}) == " ".join(templates._compiled(text).render().split())

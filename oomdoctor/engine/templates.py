@@ -56,7 +56,10 @@ def _compiled(source: str) -> Any:
 
 
 def render(source: str, values: dict[str, Any]) -> str:
-    """Render a rule message with the event's facts; the result is plain text, one paragraph."""
+    """Render a rule message with the event's facts; the result is plain text, one paragraph. Text without a `{`
+    has no jinja2 syntax and renders as itself: it is not compiled (two message parts in three; start-up)."""
+    if "{" not in source:
+        return " ".join(source.split())
     return " ".join(_compiled(source).render(**values).split())
 
 
