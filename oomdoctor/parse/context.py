@@ -14,6 +14,11 @@ from oomdoctor.parse.model import Evidence, MemorySample, Value
 from oomdoctor.parse.normalize import Line
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
+try:
+    import ahocorasick_rs
+except ImportError:  # pragma: no cover - exercised only without the wheel
+    ahocorasick_rs = None  # type: ignore[assignment]
+
 # ---- steps -------------------------------------------------------------------------------------------
 TQDM = lazy(
     r"(?:(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
@@ -995,6 +1000,26 @@ CONFIG_KV = lazy(
 # A switch given bare in a launch command ("... --bf16 --gradient_checkpointing \\"): argparse's store_true, HF's
 # bool fields. Only where no value follows: the next token is another option, a line continuation or the end.
 _SWITCHES = ("bf16", "fp16", "amp", "use_amp", *CONFIG_ALIASES["gradient_checkpointing"])
+
+
+class _Literals:
+    """Whether a text holds one of some literals (an Aho-Corasick automaton, built on first use; a plain scan
+    without ahocorasick-rs). A pattern that matches only through one of them need not run, nor be compiled, on a
+    line that holds none (start-up, issue 11; dense logs)."""
+
+    def __init__(self, literals: Sequence[str]) -> None:
+        self.literals = tuple(literals)
+        self._automaton: Any = None
+
+    def found_in(self, text: str) -> bool:
+        if ahocorasick_rs is None:
+            return any(lit in text for lit in self.literals)
+        if self._automaton is None:
+            self._automaton = ahocorasick_rs.AhoCorasick(list(self.literals))
+        return bool(self._automaton.find_matches_as_indexes(text))
+
+
+CONFIG_KEYS = _Literals(sorted(_ALIAS_TO_KEY))  # CONFIG_KV's key is one of these, as written
 BARE_SWITCH = lazy(r"(?<!\S)--(?P<key>" + "|".join(sorted(map(regex.escape, _SWITCHES), key=len, reverse=True)) + r")"
                    r"(?=\s*(?:\\\s*)?$|\s+-{1,2}[A-Za-z])")
 # Parameter counts: PEFT's print_trainable_parameters, HF Trainer's banner, Lightning's summary, Megatron.
@@ -1075,6 +1100,44 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "jax": lazy(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
     "tensorflow": lazy(r"tensorflow|keras", regex.I),
 }
+# Literals one of which every match of a stack's pattern holds (its alternatives, shortened): a line without any
+# does not name the stack. Case-insensitive patterns are tested against the casefolded text.
+STACK_LITERALS: dict[str, tuple[str, ...]] = {
+    "hf_trainer": ("transformers", "TrainingArguments", "Running training", "trainer.py"),
+    "accelerate": ("accelerate", "Distributed environment:"),
+    "deepspeed": ("deepspeed", "ds_config", "zero_optimization"),
+    "fsdp": ("FSDP", "FullyShardedDataParallel", "fully_shard", "fsdp_config"),
+    "axolotl": ("axolotl",),
+    "llama_factory": ("llamafactory", "llama-factory", "llmtuner"),
+    "lightning": ("lightning", "Validation DataLoader", "LightningModule"),
+    "trl": ("trl", "Trainer", "GRPOConfig"),
+    "rl_trainer": ("trainer", "grpoconfig", "_generate_and_score_completions", "verl", "openrlhf"),
+    "torchtitan": ("torchtitan",),
+    "megatron": ("megatron",),
+    "vllm": ("vllm",),
+    "serving_engine": ("lmdeploy", "turbomind", "[tm][", "generation", "sglang", "tensorrt", "fastertransformer"),
+    "diffusion": ("diffusers", "DiffusionPipeline", "StableDiffusion", "comfy", "ComfyUI", "KSampler",
+                  "stable-diffusion-webui", "sd_samplers", "Fooocus", "invokeai"),
+    "tpu": ("TPU", "libtpu", "memory space hbm", "_HBM", "XRT"),
+    "jax": ("jax", "xlaruntimeerror", "flax"),
+    "tensorflow": ("tensorflow", "keras"),
+}
+
+
+_FOLDED_STACKS = frozenset(name for name, pat in STACKS.items() if pat.flags & regex.IGNORECASE)
+
+
+def _fold(text: str) -> str:
+    """The text as the case-insensitive patterns see it: casefolded, and İ as the i it matches (casefold adds a dot)."""
+    return text.replace("\u0130", "i").casefold()
+
+
+def _may_name(stack: str, text: str, folded: str) -> bool:
+    """False when `text` cannot name `stack` (`folded`: _fold(text), for the case-insensitive patterns)."""
+    within = folded if stack in _FOLDED_STACKS else text
+    return any(lit in within for lit in STACK_LITERALS[stack])
+
+
 # TrainingArguments prints every field, used or not: `deepspeed=None`, `fsdp=[]`, `fsdp_config={...}`.
 ARG_DUMP = lazy(r"^\s{0,8}(?P<name>deepspeed|fsdp\w{0,40})\s{0,2}=\s{0,2}(?P<value>.{0,400}?),?\s*$")
 _UNSET = frozenset({"None", "[]", "''", '""', "False", "", "{}"})
@@ -1224,7 +1287,7 @@ BARREN_SHAPES = 4096  # shapes remembered per source
 def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks: dict[str, Evidence]) -> bool:
     """The configuration one line prints, into cfg and stacks; True when it printed any."""
     found = False
-    if "=" in text or ":" in text or "--" in text or " " in text:
+    if ("=" in text or ":" in text or "--" in text or " " in text) and CONFIG_KEYS.found_in(text):
         for m in CONFIG_KV.finditer(text):
             key = _ALIAS_TO_KEY[m["key"]]
             if key == "model_dtype" and text[m.start("key") - 1 : m.start("key")] == '"':
@@ -1239,7 +1302,7 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
                 found = True
     if ("params" in text or "parameters" in text) and _param_counts(text, cfg, _ev(source, ln)):
         found = True
-    if (m := ZERO_STAGE.search(text)) or ("zero" in text and (m := ZERO_CONFIG_FILE.search(text))):
+    if ("zero" in text or "ZeRO" in text) and ((m := ZERO_STAGE.search(text)) or ("zero" in text and (m := ZERO_CONFIG_FILE.search(text)))):
         cfg["zero_stage"] = Value(value=int(m["stage"]), evidence=_ev(source, ln))
         found = True
     if "reduce_bucket_size" in text and (m := ZERO_BUCKET.search(text)):
@@ -1260,7 +1323,7 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         cfg["fsdp_backward_prefetch"] = Value(value="NONE" if value in ("NULL", "NO_PREFETCH") else value,
                                               evidence=_ev(source, ln))
         found = True
-    if m := OFFLOAD.search(text):
+    if "offload_" in text and (m := OFFLOAD.search(text)):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
         found = True
     if ("bit" in text or "Q" in text or "quant" in text or "gguf" in text) and QUANTIZED_WEIGHTS.search(text):
@@ -1281,8 +1344,11 @@ def _stacks_named(ln: Line, text: str, source: str, stacks: dict[str, Evidence])
     """The stacks a line names, in its text or in the prefix normalising took off it ("INFO:tensorflow:")."""
     found = False
     prefix = ln.raw[: min(400, len(ln.raw) - len(text))] if len(ln.raw) > len(text) else ""
+    folded, folded_prefix = _fold(text), _fold(prefix)
     for name, pat in STACKS.items():
-        if (pat.search(text) or (prefix and pat.search(prefix))) and _stack_line_counts(text):
+        if ((_may_name(name, text, folded) and pat.search(text))
+                or (prefix and _may_name(name, prefix, folded_prefix) and pat.search(prefix))) \
+                and _stack_line_counts(text):
             stacks.setdefault(name, _ev(source, ln))
             found = True
     return found
