@@ -63,6 +63,8 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "world_size": ("int", "number of ranks"),
     "model_name": ("str", "model name or path as printed"),
     "optimizer": ("str", "optimizer name as printed"),
+    "deepspeed_optimizer": ("str", "the optimizer DeepSpeed builds from its own config block (adam/adamw there run as "
+                                   "its FusedAdam), lower case; absent when the trainer brings its own"),
     "model_dtype": ("str", "the dtype the weights were loaded in (torch_dtype): bfloat16, float16 or float32"),
     "lora": ("bool", "LoRA / PEFT adapters in use"),
     "lora_r": ("int", "LoRA rank as printed (lora_r, lora_rank)"),

@@ -400,3 +400,19 @@ def test_zero3_without_overlap_comm_gathers_on_the_compute_stream(tmp_path):
     assert any("overlap_comm=false" in n for n in notes)
     (tmp_path / "d.log").write_text(head + zero.replace("overlap_comm=False", "overlap_comm=True") + ZERO_RUN_OOM)
     assert "zero3_streams" not in build(str(tmp_path / "d.log"))[0]["workload"]["params"]
+
+
+def test_deepspeeds_own_optimizer_block_is_replayed_as_its_fused_adam(tmp_path):
+    # An "optimizer" block in DeepSpeed's config builds DeepSpeed's FusedAdam (one kernel, in place) whatever the
+    # trainer's optim says; "optimizer_name ... None" in its config print means the trainer brought its own.
+    head = ("+ deepspeed --num_gpus 8 train.py --model_name_or_path my-org/unknown-13b --deepspeed ds_config_zero2.json "
+            "--per_device_train_batch_size 4 --bf16 --optim adamw_torch\n")
+    printed = "[2024-05-02 10:00:09,500] [INFO] [config.py:1003:print]   optimizer_name ............... {}\n"
+    (tmp_path / "a.log").write_text(head + printed.format("adamw") + ZERO_RUN_OOM)
+    config, notes = build(str(tmp_path / "a.log"))
+    assert config["workload"]["params"]["optimizer"] == "adamw_fused"
+    assert any("DeepSpeed's own (adamw in its config)" in n for n in notes)
+    (tmp_path / "j.log").write_text(head + '  "optimizer": {"type": "AdamW", "params": {"lr": 2e-05}},\n' + ZERO_RUN_OOM)
+    assert build(str(tmp_path / "j.log"))[0]["workload"]["params"]["optimizer"] == "adamw_fused"
+    (tmp_path / "n.log").write_text(head + printed.format("None") + ZERO_RUN_OOM)
+    assert build(str(tmp_path / "n.log"))[0]["workload"]["params"]["optimizer"] == "adamw"  # the trainer's adamw_torch

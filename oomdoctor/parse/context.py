@@ -995,7 +995,7 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
 _ALIAS_TO_KEY = {a: k for k, aliases in CONFIG_ALIASES.items() for a in aliases}
 CONFIG_KV = lazy(
     r"(?<![\w.])-{0,2}(?P<key>" + "|".join(sorted(map(regex.escape, _ALIAS_TO_KEY), key=len, reverse=True)) + r")"
-    r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\.{3,}\s{1,3}|\s(?=\S))['\"]?(?P<value>[\w./@:+-]{1,200})"
+    r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\.{3,}\s{1,3}|\s(?=\S))['\"]?(?P<value>(?!--)[\w./@:+-]{1,200})"  # "--x" is the next option
 )
 # A switch given bare in a launch command ("... --bf16 --gradient_checkpointing \\"): argparse's store_true, HF's
 # bool fields. Only where no value follows: the next token is another option, a line continuation or the end.
@@ -1204,6 +1204,12 @@ def _param_counts(text: str, cfg: dict[str, Value], ev: Evidence) -> bool:
     return True
 
 
+# The optimizer DeepSpeed builds from its own config (not the trainer's): its config print ("optimizer_name
+# ............... adamw"; "None" when the trainer brings one) or the JSON block ("optimizer": {"type": "AdamW", ...}).
+DS_OPTIMIZER = lazy(r"\boptimizer_name\s{0,3}\.{2,}\s{0,3}(?P<name>\w{1,40})"
+                    r"|[\"']optimizer[\"']\s{0,3}:\s{0,3}\{\s{0,3}[\"']type[\"']\s{0,3}:\s{0,3}[\"'](?P<type>\w{1,40})")
+
+
 # Serving engines' memory-profiling summaries: what the card holds, what the weights took, what is left for the KV cache.
 # vLLM (gpu_worker.py): "the current vLLM instance can use total_gpu_memory (22.06GiB) x gpu_memory_utilization (0.90)
 # = 19.86GiB" / "model weights take 14.99GiB; non_torch_memory takes 0.07GiB; PyTorch activation peak memory takes
@@ -1325,6 +1331,9 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         found = True
     if "offload_" in text and (m := OFFLOAD.search(text)):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
+        found = True
+    if "optimizer" in text and (m := DS_OPTIMIZER.search(text)) and (m["name"] or m["type"]).lower() != "none":
+        cfg["deepspeed_optimizer"] = Value(value=(m["name"] or m["type"]).lower(), evidence=_ev(source, ln))
         found = True
     if ("bit" in text or "Q" in text or "quant" in text or "gguf" in text) and QUANTIZED_WEIGHTS.search(text):
         cfg.setdefault("quantized_weights", Value(value=True, evidence=_ev(source, ln)))

@@ -39,9 +39,13 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "num_generations": ("num_generations",), "max_new_tokens": ("max_completion_length",),
     "completion_len": ("max_completion_length",), "generate_in_training": ("num_generations",),
     "reference_model": ("kl_beta",), "ddp_buckets": ("world_size",), "master_weights": ("stack_deepspeed",),
-    "config": ("model_name",), "optimizer": ("optimizer",), "dtype": ("model_dtype", "mixed_precision", "bf16", "fp16"),
+    "config": ("model_name",), "optimizer": ("deepspeed_optimizer", "optimizer"),
+    "dtype": ("model_dtype", "mixed_precision", "bf16", "fp16"),
     "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
 }
+# DeepSpeed's config names that build its FusedAdam on a GPU (runtime/engine.py _configure_basic_optimizer, with
+# torch_adam and cpu offload off): adam and adamw (adam_w_mode).
+DEEPSPEED_FUSED_ADAM = frozenset({"adam", "adamw", "fusedadam"})
 ORIGIN_TEXT = 60  # characters of the log line quoted beside a value
 
 
@@ -148,6 +152,10 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
     printed = str(d.get("optimizer") or "").lower()  # adamw_torch_fused, adamw_bnb_8bit, paged_adamw_8bit, adafactor
     optimizer = next((ours for word, ours in (("adafactor", "adafactor"), ("sgd", "sgd"), ("8bit", "adamw8bit"),
                                               ("fused", "adamw_fused"), ("adam", "adamw")) if word in printed), None)
+    if d.get("deepspeed_optimizer") in DEEPSPEED_FUSED_ADAM:  # DeepSpeed's block wins over the trainer's optim
+        optimizer = "adamw_fused"
+        notes.append(f"optimizer: DeepSpeed's own ({d['deepspeed_optimizer']} in its config), replayed as its "
+                     "FusedAdam: one kernel, in place")
     if optimizer:
         params["optimizer"] = optimizer
     if d.get("mixed_precision"):
