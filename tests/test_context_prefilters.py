@@ -56,8 +56,10 @@ def test_no_configuration_is_read_without_its_literal(lines):
 
 
 def test_the_literal_scan_without_ahocorasick_agrees(monkeypatch, lines):
-    assert C.ahocorasick_rs is not None
+    from oomdoctor.parse import lazyregex
+
+    assert lazyregex.ahocorasick_rs is not None
     with_automaton = [C.CONFIG_KEYS.found_in(t) for t in lines]
-    monkeypatch.setattr(C, "ahocorasick_rs", None)
+    monkeypatch.setattr(lazyregex, "ahocorasick_rs", None)
     assert [C.CONFIG_KEYS.found_in(t) for t in lines] == with_automaton
     assert any(with_automaton) and not all(with_automaton)

@@ -137,12 +137,10 @@ def test_the_event_scan_finds_the_triggers_that_substring_tests_find(monkeypatch
              *(t[:-1] for t in TRIGGERS), "", "{'loss': 0.5, 'step': 49}", "OUT OF MEMORY", "Kill ed", "已杀"]
     want = [any(t in line for t in TRIGGERS) for line in lines]
     assert [events.has_trigger(line) for line in lines] == want
-    monkeypatch.setattr(events, "ahocorasick_rs", None)  # the fallback without the wheel
-    events._trigger_automaton.cache_clear()
-    try:
-        assert [events.has_trigger(line) for line in lines] == want
-    finally:
-        events._trigger_automaton.cache_clear()
+    from oomdoctor.parse import lazyregex
+
+    monkeypatch.setattr(lazyregex, "ahocorasick_rs", None)  # the fallback without the wheel
+    assert [events.has_trigger(line) for line in lines] == want
 
 
 @pytest.mark.parametrize("line", [

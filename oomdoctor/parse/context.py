@@ -9,15 +9,10 @@ from typing import Any, NamedTuple
 
 import regex
 
-from oomdoctor.parse.lazyregex import lazy
+from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
 from oomdoctor.parse.normalize import Line
 from oomdoctor.units import UnitError, parse_size, to_bytes
-
-try:
-    import ahocorasick_rs
-except ImportError:  # pragma: no cover - exercised only without the wheel
-    ahocorasick_rs = None  # type: ignore[assignment]
 
 # ---- steps -------------------------------------------------------------------------------------------
 TQDM = lazy(
@@ -1001,25 +996,7 @@ CONFIG_KV = lazy(
 # bool fields. Only where no value follows: the next token is another option, a line continuation or the end.
 _SWITCHES = ("bf16", "fp16", "amp", "use_amp", *CONFIG_ALIASES["gradient_checkpointing"])
 
-
-class _Literals:
-    """Whether a text holds one of some literals (an Aho-Corasick automaton, built on first use; a plain scan
-    without ahocorasick-rs). A pattern that matches only through one of them need not run, nor be compiled, on a
-    line that holds none (start-up, issue 11; dense logs)."""
-
-    def __init__(self, literals: Sequence[str]) -> None:
-        self.literals = tuple(literals)
-        self._automaton: Any = None
-
-    def found_in(self, text: str) -> bool:
-        if ahocorasick_rs is None:
-            return any(lit in text for lit in self.literals)
-        if self._automaton is None:
-            self._automaton = ahocorasick_rs.AhoCorasick(list(self.literals))
-        return bool(self._automaton.find_matches_as_indexes(text))
-
-
-CONFIG_KEYS = _Literals(sorted(_ALIAS_TO_KEY))  # CONFIG_KV's key is one of these, as written
+CONFIG_KEYS = Literals(sorted(_ALIAS_TO_KEY))  # CONFIG_KV's key is one of these, as written
 BARE_SWITCH = lazy(r"(?<!\S)--(?P<key>" + "|".join(sorted(map(regex.escape, _SWITCHES), key=len, reverse=True)) + r")"
                    r"(?=\s*(?:\\\s*)?$|\s+-{1,2}[A-Za-z])")
 # Parameter counts: PEFT's print_trainable_parameters, HF Trainer's banner, Lightning's summary, Megatron.
