@@ -491,7 +491,7 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
     """Phase-bearing calls in the code lines printed under the frame header lines[i] (e.g. `model.fit(`,
     `trainer.evaluate(`), as pseudo-frames: the statement names what was running one level deeper."""
     out: list[tuple[str, Line]] = []
-    if "ultralytics" in lines[i].text and MODEL_FORWARD_FILE.search(lines[i].text):
+    if in_model_forward(lines[i].text):
         return out  # a model's forward calling its own predict(): no phase
     for ln in lines[i + 1 : i + 1 + CODE_LINES_PER_FRAME]:
         if not _same_rank(ln, rank):
@@ -782,6 +782,11 @@ TORCH_PACKAGE_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?torch[/\\]')
 MODEL_FORWARD_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?ultralytics[/\\]nn[/\\]')
 
 
+def in_model_forward(frame_text: str) -> bool:
+    """The frame header is in a model class's own forward pass (MODEL_FORWARD_FILE): it names no phase."""
+    return "ultralytics" in frame_text and bool(MODEL_FORWARD_FILE.search(frame_text))
+
+
 # A script run as a program (its `<module>` frame) says what it is by its file name: test.py, eval_x.py and
 # predict.py evaluate; preprocess.py and data_loader.py prepare data before any training. Weakest evidence: used
 # only when no function in the traceback names a phase.
@@ -840,7 +845,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         if script is None and (by_name := _script_phase(func, ln)):
             script = Witness(by_name, ln)
         name = func.rsplit(".", 1)[-1]
-        if "ultralytics" in ln.text and MODEL_FORWARD_FILE.search(ln.text):
+        if in_model_forward(ln.text):
             continue
         if name == "convert" and "/torch/nn/modules/" in ln.text:  # Module.to() (a constructor is an init name)
             innermost = Witness("init", ln)
