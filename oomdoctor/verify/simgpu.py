@@ -252,10 +252,14 @@ class StorageTracker(TorchDispatchMode):
     def _on_free(self, sid: int, nbytes: int):
         def callback(_ref: Any) -> None:
             self._refs.pop(sid, None)
-            self.live -= nbytes
-            self.trace.append(("f", sid, nbytes))
-            self._freed(sid)
+            self._free(sid, nbytes)
         return callback
+
+    def _free(self, sid: int, nbytes: int) -> None:
+        """Count the end of device allocation `sid` of `nbytes`."""
+        self.live -= nbytes
+        self.trace.append(("f", sid, nbytes))
+        self._freed(sid)
 
     def _allocated(self, sid: int, nbytes: int) -> None:
         """A storage came to life (the live simulation allocates it from the allocator model here)."""
@@ -283,8 +287,7 @@ class StorageTracker(TorchDispatchMode):
 
     def _workspace(self, name: str, args: tuple) -> None:
         """Allocate the library workspaces a matrix product needs on this thread, once (never freed, as on CUDA)."""
-        if self.paused or name not in _CUBLAS_OPS or not args or not isinstance(args[0], torch.Tensor) \
-                or args[0].device.type != self.device_type:
+        if self.paused or name not in _CUBLAS_OPS or not _on(args, self.device_type):
             return
         lt = name in _CUBLASLT_OPS and args[0].dim() == 1  # addmm(bias, x, w) with a 1-D bias: gemm_and_bias
         for kind in (0, 1) if lt else (0,):
@@ -304,18 +307,14 @@ class StorageTracker(TorchDispatchMode):
             self._allocated(sid, nbytes)
             sids.append((sid, nbytes))
         for sid, nbytes in sids:
-            self.live -= nbytes
-            self.trace.append(("f", sid, nbytes))
-            self._freed(sid)
+            self._free(sid, nbytes)
 
     def _conv_scratch(self, nbytes: int) -> None:
         """A cuDNN convolution's workspace around its kernel: at most `nbytes`, less when memory is short (the trace's
         ("w", id, bytes); a live allocator halves it until it fits)."""
         sid = self._add(nbytes, kind="w")
         self._allocated_upto(sid, nbytes)
-        self.live -= nbytes
-        self.trace.append(("f", sid, nbytes))
-        self._freed(sid)
+        self._free(sid, nbytes)
 
     def _allocated_upto(self, sid: int, nbytes: int) -> None:
         """A workspace of at most `nbytes` came to life (the live simulation gives it what fits)."""
