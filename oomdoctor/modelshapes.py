@@ -7,6 +7,8 @@ import functools
 
 import regex
 
+from oomdoctor.parse.lazyregex import lazy
+
 # (name pattern, hidden_size, num_layers, vocab_size), from each model's published config.json.
 # Fine-tunes keep their base model's shape, so "…/llama-3-8b-instruct-sft" matches too.
 _SHAPES: tuple[tuple[str, int, int, int], ...] = (
@@ -57,14 +59,14 @@ def shape_of(model_name: str) -> tuple[int, int, int] | None:
 
 
 # The size token of a model name: "70b", "1.5B", "350m", "8x7b" (experts x size), standing alone between separators.
-_SIZE_TOKEN = regex.compile(r"(?<![\w.])(?:(?P<experts>\d{1,3})x)?(?P<n>\d{1,4}(?:\.\d{1,3})?)(?P<unit>[bBmM])(?![\w.])")
+_SIZE_TOKEN = lazy(r"(?<![\w.])(?:(?P<experts>\d{1,3})x)?(?P<n>\d{1,4}(?:\.\d{1,3})?)(?P<unit>[bBmM])(?![\w.])")
 _UNIT = {"b": 10**9, "m": 10**6}
 # A mixture of experts shares attention and embeddings: Mixtral 8x7B has 46.7B parameters, 8x22B 141B (0.83x and 0.80x
 # of experts x size). The floor below stays under both.
 MOE_SHARE_FLOOR = 0.75
 # Quantised releases and loaders named in a model's name or path: bytes per weight at most.
-_QUANTISED = (("0.5", regex.compile(r"(?<![a-z0-9])(?:4bit|4-bit|int4|nf4|gptq|awq|q4(?:_\w{1,8})?|bnb-4bit|exl2)(?![a-z0-9])")),
-              ("1", regex.compile(r"(?<![a-z0-9])(?:8bit|8-bit|int8|fp8|q8(?:_\w{1,8})?)(?![a-z0-9])")))
+_QUANTISED = (("0.5", lazy(r"(?<![a-z0-9])(?:4bit|4-bit|int4|nf4|gptq|awq|q4(?:_\w{1,8})?|bnb-4bit|exl2)(?![a-z0-9])")),
+              ("1", lazy(r"(?<![a-z0-9])(?:8bit|8-bit|int8|fp8|q8(?:_\w{1,8})?)(?![a-z0-9])")))
 
 
 def params_in_name(model_name: str) -> int | None:
