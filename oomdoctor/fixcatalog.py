@@ -482,6 +482,12 @@ INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion"}}
 NATIVE_ALLOCATOR_FIXES = frozenset({"expandable-segments", "max-split-size", "gc-threshold"})
 
 
+def _no_room_to_rearrange(d: Derived) -> bool:
+    """Free memory plus the cache's spare bytes were less than the request: no layout of them could have held it."""
+    ratio = _v(d, "free_plus_slack_over_requested")
+    return isinstance(ratio, (int, float)) and ratio < 1
+
+
 def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
     """The rule's fix ids fitted to the run: what is already on, or does not apply, left out; substitutes in."""
     out: list[str] = []
@@ -489,6 +495,8 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
         if f in ALREADY_APPLIED and ALREADY_APPLIED[f](d):
             continue
         if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:
+            continue
+        if f in NATIVE_ALLOCATOR_FIXES and _no_room_to_rearrange(d):
             continue
         if f in TRAINING_ONLY and _v(d, "inference_only") is True and not _stacks(d) & INFERENCE_TOO.get(f, set()):
             continue

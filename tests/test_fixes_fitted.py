@@ -65,6 +65,22 @@ def test_cuda_malloc_async_gets_no_caching_allocator_settings():
     assert fitted(ids, run(allocator_async=False)) == ids
 
 
+def test_no_allocator_setting_when_free_plus_the_caches_spare_bytes_are_less_than_the_request(tmp_path):
+    from oomdoctor.facts import derive
+    from oomdoctor.parse import parse_files
+
+    ids = ["halve-batch", "expandable-segments", "max-split-size", "gc-threshold"]
+    assert fitted(ids, run(free_plus_slack_over_requested=0.34)) == ["halve-batch"]
+    assert fitted(ids, run(free_plus_slack_over_requested=3.0)) == ids  # the bytes exist, in pieces
+    assert fitted(ids, run()) == ids  # figures unknown: nothing to rule out
+    # 13.62 MiB free + 30.72 MiB cached spare against a 128 MiB request: no layout of 44 MiB holds 128 MiB
+    (tmp_path / "tgi.log").write_text(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 15.77 GiB total "
+        "capacity; 15.37 GiB already allocated; 13.62 MiB free; 15.40 GiB reserved in total by PyTorch)\n")
+    d = derive(parse_files([str(tmp_path / "tgi.log")]), 0)
+    assert fitted(["expandable-segments", "halve-batch"], d) == ["halve-batch"]
+
+
 def test_the_async_message_and_the_backend_setting_both_say_async(tmp_path):
     from oomdoctor.facts import derive
     from oomdoctor.parse import parse_files
