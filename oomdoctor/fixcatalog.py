@@ -49,6 +49,11 @@ def _v(d: Derived, key: str) -> Any:
     return d.values.get(key)
 
 
+def _serving(d: Derived) -> bool:
+    """The failing process is a serving engine's (vLLM, TGI, SGLang, lmdeploy), not a trainer that calls one."""
+    return bool(_v(d, "stack_vllm") or _v(d, "stack_serving_engine")) and _v(d, "inference_only") is True
+
+
 def _not_pytorch(d: Derived) -> bool:
     """The failure is TensorFlow's or JAX's own allocator's (a PyTorch log that mentions TensorFlow is not)."""
     kind = _v(d, "kind")
@@ -74,8 +79,8 @@ def _select(changes: Changes, d: Derived) -> Changes:
     out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}
     if keep & changes.keys() and "code" in out and len(out) > 1:
         out.pop("code")  # the config key says it; the snippet is for stacks without one
-    if keep & {"diffusers", "comfyui"} and "loading" in out:
-        out.pop("loading")  # a language model's loading line is no use to a diffusion pipeline
+    if keep & {"diffusers", "comfyui", "vllm_args", "serving_engine"} and "loading" in out:
+        out.pop("loading")  # a transformers loading line is no use to a diffusion pipeline or a serving engine
     return out or changes
 
 
@@ -173,6 +178,10 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
                   "model.predict(batch_size=)": new},
         "diffusers": {"pipe(num_images_per_prompt=)": 1, "pipe(height=, width=)": "<lower>"},
         "comfyui": "batch_size 1 on the latent node (Empty Latent Image), or a lower width/height or frame count",
+        "vllm_args": {"max_num_seqs": "<fewer>", "max_num_batched_tokens": "<fewer>"},
+        "serving_engine": {"text-generation-inference": "--max-batch-prefill-tokens <fewer> --max-batch-total-tokens <fewer>",
+                           "sglang": "--max-running-requests <fewer> --chunked-prefill-size <smaller>",
+                           "lmdeploy": "--max-batch-size <smaller>"},
         # shown only where no section above is the run's (a PyTorch loop of its own): TensorFlow runs get `keras`
         "code": "eval_loader = DataLoader(eval_set, batch_size=<smaller>)  # evaluate and predict in batches",
     }, ("fewer images or frames at once, or fewer pixels: sampling activations shrink with them"
@@ -204,6 +213,9 @@ def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
         "llama_factory_yaml": {"cutoff_len": new},
         "torchtitan_toml": {"training.seq_len": new},
         "megatron_args": {"--seq-length": new},
+        "vllm_args": {"max_model_len": new},
+        "serving_engine": {"text-generation-inference": f"--max-input-tokens <shorter> --max-total-tokens {new}",
+                           "sglang": f"--context-length {new}", "lmdeploy": f"--session-len {new}"},
     }, effect
 
 
@@ -283,6 +295,14 @@ def _offload(d: Derived) -> tuple[Changes, str | None]:
 
 def _more_gpus(d: Derived) -> tuple[Changes, str | None]:
     world = _v(d, "world_size")
+    if _serving(d):
+        tp = _v(d, "tensor_parallel")
+        more = 2 * tp if isinstance(tp, int) else "<GPUs>"
+        return {
+            "vllm_args": {"tensor_parallel_size": more},
+            "serving_engine": {"text-generation-inference": f"--num-shard {more}", "sglang": f"--tp-size {more}",
+                               "lmdeploy": f"--tp {more}"},
+        }, "the weights and the KV cache split over the tensor-parallel GPUs: each holds a share"
     return {"shell": f"torchrun --nproc_per_node={2 * world if isinstance(world, int) else '<more GPUs>'} ..."}, \
         (f"{world} → {2 * world} ranks: sharded states per GPU halve" if isinstance(world, int) else None)
 
@@ -353,6 +373,10 @@ def _quantize(d: Derived) -> tuple[Changes, str | None]:
         "diffusers": "pipe = DiffusionPipeline.from_pretrained(name, torch_dtype=torch.bfloat16)  # 16-bit weights; "
                      "a quantization_config (bitsandbytes, torchao) for the transformer or UNet goes further",
         "comfyui": "an fp8 or GGUF build of the model, or weight_dtype fp8_e4m3fn in its loader node",
+        "vllm_args": {"quantization": "awq  # with the model's AWQ release (or gptq, or fp8 on Hopper/Ada)"},
+        "serving_engine": {"text-generation-inference": "--quantize bitsandbytes-nf4 (or awq/gptq with such a release)",
+                           "sglang": "--quantization fp8 (or awq/gptq with such a release)",
+                           "lmdeploy": "--model-format awq (with an AWQ release)"},
     }, "weights take a quarter of their 16-bit size in 4-bit, half in 8-bit"
 
 
@@ -458,10 +482,11 @@ PILING_EVAL_STACKS = frozenset({"hf_trainer", "trl", "axolotl", "llama_factory"}
 NO_GRAD_EVAL_STACKS = PILING_EVAL_STACKS | {"lightning"}
 
 # Fixes the log shows are already in place: suggesting them again would waste the user's next run.
+# A serving engine (vLLM, TGI, SGLang, lmdeploy) runs without autograd and loads 16-bit weights by default.
 ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
-    "eval-no-grad": lambda d: bool(_stacks(d) & NO_GRAD_EVAL_STACKS) and _v(d, "phase") == "eval",
+    "eval-no-grad": lambda d: (bool(_stacks(d) & NO_GRAD_EVAL_STACKS) and _v(d, "phase") == "eval") or _serving(d),
     "gradient-checkpointing": lambda d: _v(d, "gradient_checkpointing") is True,
-    "bf16-autocast": lambda d: _v(d, "mixed_precision") is True,
+    "bf16-autocast": lambda d: _v(d, "mixed_precision") is True or _serving(d),
     "expandable-segments": lambda d: _v(d, "expandable_segments") is True,
     "lighter-optimizer": lambda d: _v(d, "optimizer_is_8bit") is True,
     "raise-zero-stage": lambda d: _v(d, "zero_stage") == 3,
@@ -474,6 +499,8 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
                            "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view",
                            "smaller-zero-buckets", "activation-offload", "smaller-zero3-prefetch"})
+# Fixes for an evaluation loop the user writes or a trainer runs: a serving engine has none.
+EVAL_LOOP_ONLY = frozenset({"eval-accumulation-steps"})
 # Training fixes that also have an inference form on these stacks (a diffusion pipeline offloads its model parts).
 INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion"}}
 
@@ -499,6 +526,8 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
         if f in NATIVE_ALLOCATOR_FIXES and _no_room_to_rearrange(d):
             continue
         if f in TRAINING_ONLY and _v(d, "inference_only") is True and not _stacks(d) & INFERENCE_TOO.get(f, set()):
+            continue
+        if f in EVAL_LOOP_ONLY and _serving(d):
             continue
         if f in PYTORCH_ONLY and _not_pytorch(d):
             continue

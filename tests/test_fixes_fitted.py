@@ -134,3 +134,20 @@ def test_a_loop_of_its_own_gets_loop_code_for_its_evaluation_not_trainer_keys():
         assert "Keras" not in changes["code"] and "preprocess_logits_for_metrics" not in changes["code"]
     assert build_fix("eval-accumulation-steps", run(stack_hf_trainer=True)).changes == {
         "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True}}
+
+
+def test_a_serving_engine_gets_its_own_flags_and_no_training_or_eval_loop_advice():
+    tgi = run(stack_serving_engine=True, inference_only=True, tensor_parallel=2)
+    ids = ["halve-batch", "bf16-autocast", "eval-no-grad", "eval-accumulation-steps", "quantize-weights",
+           "more-gpus", "smaller-eval-batch", "shorter-max-seq"]
+    assert fitted(ids, tgi) == ["quantize-weights", "more-gpus", "smaller-eval-batch", "shorter-max-seq"]
+    assert build_fix("more-gpus", tgi).changes == {"serving_engine": {
+        "text-generation-inference": "--num-shard 4", "sglang": "--tp-size 4", "lmdeploy": "--tp 4"}}
+    assert set(build_fix("quantize-weights", tgi).changes) == {"serving_engine"}  # no transformers loading line
+    vllm = run(stack_vllm=True, inference_only=True, max_seq_length=32768)
+    assert build_fix("shorter-max-seq", vllm).changes == {"vllm_args": {"max_model_len": 16384}}
+    assert "max_num_seqs" in build_fix("smaller-eval-batch", vllm).changes["vllm_args"]
+    # a trainer that calls vLLM for its rollouts is still a training run
+    grpo = run(stack_vllm=True, stack_trl=True, inference_only=False)
+    assert fitted(["bf16-autocast", "more-gpus"], grpo) == ["bf16-autocast", "more-gpus"]
+    assert "shell" in build_fix("more-gpus", grpo).changes
