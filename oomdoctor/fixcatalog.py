@@ -499,6 +499,11 @@ ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
 TRAINING_ONLY = frozenset({"halve-batch", "gradient-checkpointing", "lighter-optimizer", "raise-zero-stage",
                            "cpu-offload", "fused-cross-entropy", "group-by-length", "fix-leak", "ddp-bucket-view",
                            "smaller-zero-buckets", "activation-offload", "smaller-zero3-prefetch"})
+# Fixes that shrink what a step's forward and backward keep: before the first step nothing of theirs is on the device.
+ACTIVATION_FIXES = frozenset({"halve-batch", "gradient-checkpointing", "smaller-eval-batch", "shorter-max-seq",
+                              "fused-cross-entropy", "group-by-length", "activation-offload", "eval-no-grad",
+                              "eval-accumulation-steps"})
+INIT_SUBSTITUTES = ("quantize-weights", "cpu-offload", "more-gpus")
 # Fixes for an evaluation loop the user writes or a trainer runs: a serving engine has none.
 EVAL_LOOP_ONLY = frozenset({"eval-accumulation-steps"})
 # Training fixes that also have an inference form on these stacks (a diffusion pipeline offloads its model parts).
@@ -515,10 +520,23 @@ def _no_room_to_rearrange(d: Derived) -> bool:
     return isinstance(ratio, (int, float)) and ratio < 1
 
 
+def _loading(d: Derived) -> bool:
+    """The device ran out before any step ran (loading weights, building the model or the optimizer)."""
+    return _v(d, "phase") == "init" and _v(d, "kind") != "host_oom" and _v(d, "host_device") is not True
+
+
+def _at_init(fix_ids: Sequence[str]) -> list[str]:
+    """Activation fixes swapped for what shrinks the weights and states on the device, where they were."""
+    out: list[str] = []
+    for f in fix_ids:
+        out.extend(INIT_SUBSTITUTES if f in ACTIVATION_FIXES else (f,))
+    return out
+
+
 def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
     """The rule's fix ids fitted to the run: what is already on, or does not apply, left out; substitutes in."""
     out: list[str] = []
-    for f in fix_ids:
+    for f in _at_init(fix_ids) if _loading(d) else fix_ids:
         if f in ALREADY_APPLIED and ALREADY_APPLIED[f](d):
             continue
         if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:

@@ -151,3 +151,16 @@ def test_a_serving_engine_gets_its_own_flags_and_no_training_or_eval_loop_advice
     grpo = run(stack_vllm=True, stack_trl=True, inference_only=False)
     assert fitted(["bf16-autocast", "more-gpus"], grpo) == ["bf16-autocast", "more-gpus"]
     assert "shell" in build_fix("more-gpus", grpo).changes
+
+
+def test_before_any_step_activation_fixes_give_way_to_smaller_weights_and_states():
+    ids = ["halve-batch", "gradient-checkpointing", "expandable-segments"]
+    loading = run(phase="init", kind="cuda_oom")
+    assert fitted(ids, loading) == ["quantize-weights", "cpu-offload", "more-gpus", "expandable-segments"]
+    assert fitted(ids, run(phase="train", kind="cuda_oom")) == ids
+    # host memory at start-up: the loader's batch lives in that RAM too
+    assert fitted(["halve-batch"], run(phase="init", kind="host_oom")) == ["halve-batch"]
+    assert fitted(["halve-batch"], run(phase="init", kind="tf_oom", host_device=True)) == ["halve-batch"]
+    # what the substitutes themselves must pass: a serving engine gets no optimizer offload
+    engine = run(phase="init", kind="cuda_oom", stack_serving_engine=True, inference_only=True)
+    assert fitted(["halve-batch"], engine) == ["quantize-weights", "more-gpus"]
