@@ -23,6 +23,7 @@ Builder = Callable[[Derived], tuple[Changes, str | None]]
 # Sections of `changes`, and the stack each belongs to. Sections of no stack are kept whatever the stack.
 SECTION_STACK = {
     "training_args": ("hf_trainer", "trl"),
+    "trainer": ("hf_trainer", "trl"),  # Trainer(...) arguments that are not TrainingArguments
     "accelerate_config": ("accelerate", "fsdp"),
     "deepspeed_json": ("deepspeed",),
     "axolotl_yaml": ("axolotl",),
@@ -192,11 +193,15 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
 def _eval_accumulation(d: Derived) -> tuple[Changes, str | None]:
     return {
         "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True},
+        # keep the argmax ids instead of full-vocab logits when the metric needs predictions
+        "trainer": {"preprocess_logits_for_metrics": "lambda logits, labels: logits.argmax(-1)"},
         "axolotl_yaml": {"eval_accumulation_steps": 4},
         "llama_factory_yaml": {"eval_accumulation_steps": 4},
         # a loop of its own (accelerate, plain PyTorch): collect on the host what the metric needs, batch by batch
         "code": "preds.append(logits.argmax(-1).cpu())  # ids on the host, not every batch's logits on the GPU",
-    }, "predictions move to the CPU every few eval steps instead of piling up on the GPU"
+    }, ("predictions move to the CPU every few eval steps instead of piling up on the GPU"
+        + ("; keep none (prediction_loss_only) or only their argmax ids (preprocess_logits_for_metrics)"
+           if _stacks(d) & {"hf_trainer", "trl"} else ""))
 
 
 def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:

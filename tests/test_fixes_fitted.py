@@ -33,6 +33,10 @@ def test_hf_eval_moves_logits_out_first():
     ids = ["smaller-eval-batch", "eval-accumulation-steps", "eval-no-grad"]
     assert fitted(ids, run(stack_hf_trainer=True))[0] == "eval-accumulation-steps"
     assert fitted(ids, run(stack_lightning=True))[0] == "smaller-eval-batch"
+    hf = build_fix("eval-accumulation-steps", run(stack_hf_trainer=True)).changes
+    assert hf["training_args"]["eval_accumulation_steps"] == 4
+    assert hf["trainer"] == {"preprocess_logits_for_metrics": "lambda logits, labels: logits.argmax(-1)"}
+    assert "trainer" not in build_fix("eval-accumulation-steps", run(stack_axolotl=True, stack_hf_trainer=True)).changes
 
 
 def test_a_trainers_own_evaluation_already_runs_without_grad():
@@ -133,7 +137,8 @@ def test_a_loop_of_its_own_gets_loop_code_for_its_evaluation_not_trainer_keys():
         assert list(changes) == ["code"], (fix, changes)
         assert "Keras" not in changes["code"] and "preprocess_logits_for_metrics" not in changes["code"]
     assert build_fix("eval-accumulation-steps", run(stack_hf_trainer=True)).changes == {
-        "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True}}
+        "training_args": {"eval_accumulation_steps": 4, "prediction_loss_only": True},
+        "trainer": {"preprocess_logits_for_metrics": "lambda logits, labels: logits.argmax(-1)"}}
 
 
 def test_a_serving_engine_gets_its_own_flags_and_no_training_or_eval_loop_advice():
