@@ -14,6 +14,7 @@ from oomdoctor.cli import app
 from oomdoctor.diagnosis import CATEGORIES
 from oomdoctor.parse.model import EventKind, Phase
 from oomdoctor.report import json_report, schema
+from oomdoctor.report.verify_json import VerifyDocument, render_verify
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "docs" / "schema"
@@ -213,8 +214,8 @@ def verify_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], cfg: str, **
 def check_verify(doc: dict[str, Any]) -> None:
     root = load("verify")
     assert validate(doc, root, root) == []
-    json_report.VerifyDocument.model_validate(doc)  # strict: an undocumented key fails here
-    rendered = json.loads(json_report.render_verify(doc))
+    VerifyDocument.model_validate(doc)  # strict: an undocumented key fails here
+    rendered = json.loads(render_verify(doc))
     assert rendered == {"schema_version": json_report.SCHEMA_VERSION, **doc}
 
 

@@ -245,7 +245,7 @@ def diagnose_schema() -> dict[str, Any]:
 
 def verify_schema() -> dict[str, Any]:
     """The schema of `verify --format json`: keys that apply only to some trials are optional."""
-    from oomdoctor.report.json_report import VerifyDocument
+    from oomdoctor.report.verify_json import VerifyDocument
 
     return _document(VerifyDocument, all_required=False)
 

@@ -179,7 +179,7 @@ def run(config: Path, fmt: str = "text", output: Path | None = None, max_batch: 
         print(interrupted_line(exc), file=sys.stderr)
         return EXIT_INTERRUPTED
     doc = report(res, dev, trials, mb)
-    from oomdoctor.report.json_report import render_verify
+    from oomdoctor.report.verify_json import render_verify
 
     try:
         text = render_verify(doc)
