@@ -163,3 +163,29 @@ def test_output_file_and_formats(tmp_path):
         r = run("diagnose", str(log), "--format", fmt, "--output", str(out))
         assert r.returncode == 0, r.stderr
         assert out.stat().st_size > 100
+
+
+PLUGIN_PROBE = """
+import importlib.metadata as m, os, sys
+groups = []
+real = m.entry_points
+m.entry_points = lambda **kw: (groups.append(kw.get("group")), real(**kw))[1]
+from oomdoctor.cli import main
+sys.argv = ["oomdoctor", "diagnose", sys.argv[1], "--format", "json"]
+try:
+    main()
+except SystemExit as exc:
+    print(exc.code, "pydantic" in groups, repr(os.environ.get("PYDANTIC_DISABLE_PLUGINS")), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("given", "looked_up"), [(None, False), ("", True)])
+def test_pydantic_plugins_are_not_looked_up_unless_the_user_says(tmp_path, given, looked_up):
+    log = tmp_path / "t.log"
+    log.write_text(OOM)
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given  # set by the user (empty: plugins on): kept as it is
+    out = subprocess.run([sys.executable, "-c", PLUGIN_PROBE, str(log)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.stderr.split() == ["0", str(looked_up), repr(given)], out.stderr  # and the variable as it was
