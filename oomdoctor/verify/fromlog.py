@@ -365,7 +365,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
         hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
                 "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training", "completion_len",
-                "reference_model", "offload", "fused_cross_entropy", *ZeroParams.model_fields):  # ZeRO/FSDP sharding and DDP's buckets as read
+                "reference_model", "offload", "fused_cross_entropy",
+                *ZeroParams.model_fields):  # ZeRO/FSDP sharding and DDP's buckets as read
         if key in params:
             hf[key] = params[key]
     optimizer = params.get("optimizer")
