@@ -56,7 +56,7 @@ def test_the_sharding_fixes_and_optimizer_offload_apply_to_an_hf_model():
         apply("cpu-offload", offloaded, "train")
     sharded = Variant({**offloaded.params, "zero_stage": 3}, "")
     assert apply("cpu-offload", sharded, "train").changes == {"offload": ["optimizer", "all"]}
-    with pytest.raises(ValidationError, match="offload: all .* needs zero_stage: 3"):
+    with pytest.raises(ValidationError, match=r"offload: all .* needs zero_stage: 3"):
         HFParams.model_validate({**params, "offload": "all"})
 
 
