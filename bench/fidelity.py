@@ -15,6 +15,13 @@ torch.cuda.memory_stats()["active_bytes.all.peak"]. Only the "+ Packed Dataset" 
 4096 tokens there (unpacked Alpaca rows depend on the longest sample, not published), and it runs eager with
 torch.optim.AdamW, no activation checkpointing, the plain cross-entropy and the optimizer step after backward; the
 rows below it add torch.compile (not simulated) and then stack further changes on top of it.
+
+Source C: linkedin/Liger-Kernel benchmark/data/all_benchmark_data.csv, the rows `fused_linear_cross_entropy, liger |
+huggingface, full, memory` added by PR #406 (commit 90fb5e4a, 2024-11-22; NVIDIA A100-SXM4-80GB; H 4096, V 128256,
+bf16): the median of torch.cuda.max_memory_allocated() / 2**20 over 10 forward+backward steps of Liger's fused linear
+cross-entropy and of a plain bf16 Linear + CrossEntropyLoss, both heads on the device. Replayed by the entry point
+bench/liger_flce.py with verify/fusedce.py in the kernel as that commit left it ("0.5.0": the chunk's gradient
+scaled into a copy).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # published fig
 
 LITGPT = "Lightning-AI/litgpt tutorials/resource-tables.md"
 TORCHTUNE = "pytorch/torchtune README.md (Optimization flags)"
+LIGER = "linkedin/Liger-Kernel benchmark/data/all_benchmark_data.csv (PR #406)"
+MiB = 1 << 20
 A100_40GB = int(40 * 1e9)  # what an A100-SXM4-40GB reports as its total: 39.39 GiB usable
 A100_80GB = int(80 * 1e9)
 GiB = 1 << 30
@@ -43,7 +52,12 @@ HF_LLAMA2_7B_LORA = {"config": "meta-llama/Llama-2-7b-hf", "dtype": "bfloat16", 
 HF_LLAMA32_3B_FULL = {"config": "meta-llama/Llama-3.2-3B", "dtype": "bfloat16", "optimizer": "adamw"}
 
 # (name, params, published peak allocated in bytes or "OOM", source); the card is CARDS[source]
-CARDS = {LITGPT: A100_40GB, TORCHTUNE: A100_80GB}
+CARDS = {LITGPT: A100_40GB, TORCHTUNE: A100_80GB, LIGER: A100_80GB}
+# Liger's benchmark, published in MiB ("MB" there): (provider, BT) -> median peak allocated
+LIGER_MIB = {("liger", 4096): 4245.548, ("liger", 8192): 4466.970, ("liger", 16384): 4910.438,
+             ("liger", 32768): 5794.626, ("huggingface", 4096): 6092.282, ("huggingface", 8192): 9162.313,
+             ("huggingface", 16384): 15302.376, ("huggingface", 32768): 27582.5}
+LIGER_STEP = {"entry": "bench/liger_flce.py:make_step", "H": 4096, "V": 128256}
 ROWS: list[tuple[str, dict, int | str, str]] = [
     ("phi-1.5 LoRA mb1", {**PHI_15, **BF16_TRUE, "batch": 1}, int(4.82e9), LITGPT),
     ("phi-1.5 LoRA mb2", {**PHI_15, **BF16_TRUE, "batch": 2}, int(6.76e9), LITGPT),
@@ -64,6 +78,10 @@ ROWS: list[tuple[str, dict, int | str, str]] = [
     # transformers' Llama-3.2-3B against torchtune's own implementation of it: not tuned on this row (added
     # 2026-11-28 as the second source; the first replay is the one reported)
     ("Llama-3.2-3B full 2x4096 hf", {**HF_LLAMA32_3B_FULL, "batch": 2, "seq_len": 4096}, int(60.0 * GiB), TORCHTUNE),
+    # Liger's fused linear cross-entropy against the plain loss, the lm_head of Llama-3-8B's shape (added 2026-11-28;
+    # the first replay is the one reported)
+    *((f"{'Liger FLCE' if who == 'liger' else 'Linear + CE'} BT {bt}", {**LIGER_STEP, "provider": who, "BT": bt},
+       int(mib * MiB), LIGER) for (who, bt), mib in LIGER_MIB.items()),
 ]
 
 
@@ -72,9 +90,14 @@ def replay(params: dict, capacity: int) -> dict:
     from oomdoctor.verify.trial import run_sim
 
     # both sources measured on A100s: cuBLAS's default workspaces, one per thread running matrix products
+    if "entry" in params:  # a step of the source's own benchmark script
+        workload = {"kind": "entry", "entry": params["entry"],
+                    "params": {k: v for k, v in params.items() if k != "entry"}}
+    else:
+        workload = {"kind": "hf" if "config" in params else "transformer", "params": params}
     return run_sim({"device": "sim", "phase": "train", "steps": 2, "capacity_bytes": capacity,
                     "non_pytorch_bytes": 0, "alloc_conf": "", "workspace_bytes": workspaces("A100"),
-                    "workload": {"kind": "hf" if "config" in params else "transformer", "params": params}})
+                    "base_dir": str(Path(__file__).resolve().parent.parent), "workload": workload})
 
 
 def main() -> int:

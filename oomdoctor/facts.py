@@ -69,6 +69,11 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "lora": ("bool", "LoRA / PEFT adapters in use"),
     "lora_r": ("int", "LoRA rank as printed (lora_r, lora_rank)"),
     "offload": ("bool", "optimizer/parameter offload to CPU on"),
+    "offload_optimizer": ("bool", "DeepSpeed's offload_optimizer: the optimizer's states on the host (CPU or NVMe)"),
+    "offload_param": ("bool", "parameter offload: DeepSpeed ZeRO-3's offload_param, PyTorch FSDP's cpu_offload "
+                              "(offload_params) or accelerate's fsdp_offload_params"),
+    "liger_kernel": ("bool", "Liger-Kernel's fused linear cross-entropy on (use_liger_kernel, enable_liger_kernel, "
+                             "axolotl's liger_fused_linear_cross_entropy)"),
     "quantized_weights": ("bool", "the weights were loaded quantised (bitsandbytes 4/8-bit, GPTQ, AWQ, QLoRA, GGUF)"),
     "hidden_size": ("int", "model hidden size, from the printed model config"),
     "num_layers": ("int", "transformer layers, from the printed model config"),

@@ -801,6 +801,25 @@ def test_zero3_gathering_settings_in_deepspeeds_print_its_json_and_fsdps():
     assert _config('"backward_prefetch": "backward_post",')["fsdp_backward_prefetch"] == "BACKWARD_POST"
 
 
+def test_what_deepspeed_and_fsdp_offload_and_whether_liger_is_on():
+    printed = ("zero_config .................. stage=3 offload_param=DeepSpeedZeroOffloadParamConfig(device='cpu', "
+               "nvme_path=None) offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(device='none', nvme_path=None)")
+    cfg = _config(printed)
+    assert (cfg["offload"], cfg["offload_param"], cfg["offload_optimizer"]) == (True, True, False)
+    # the next key's device is not this one's (offload_optimizer=None then offload_param=...(device='cpu'))
+    cfg = _config("offload_optimizer=None offload_param=DeepSpeedZeroOffloadParamConfig(device='cpu', nvme_path=None)")
+    assert cfg["offload_param"] is True and "offload_optimizer" not in cfg
+    assert _config('    "offload_optimizer": {"device": "cpu", "pin_memory": true},')["offload_optimizer"] is True
+    for fsdp in ("  fsdp_offload_params: true", "fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>, <FSDPOption.OFFLOAD: "
+                 "'offload'>],", '--fsdp "full_shard offload auto_wrap" \\'):
+        assert _config(fsdp)["offload_param"] is True, fsdp
+    assert _config("FullyShardedDataParallelPlugin(cpu_offload=CPUOffload(offload_params=False))")["offload_param"] is False
+    for liger in ("use_liger_kernel=True,", "python train.py --use_liger_kernel --bf16", "enable_liger_kernel: true",
+                  "liger_fused_linear_cross_entropy: true"):
+        assert _config(liger)["liger_kernel"] is True, liger
+    assert _config("use_liger_kernel=False,")["liger_kernel"] is False
+
+
 def test_fsdps_sharding_strategy_as_hf_accelerate_and_lightning_print_it():
     hf = "fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>, <FSDPOption.AUTO_WRAP: 'auto_wrap'>],"
     assert _config(hf)["fsdp_sharding_strategy"] == "FULL_SHARD"

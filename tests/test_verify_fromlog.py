@@ -416,3 +416,38 @@ def test_deepspeeds_own_optimizer_block_is_replayed_as_its_fused_adam(tmp_path):
     assert build(str(tmp_path / "j.log"))[0]["workload"]["params"]["optimizer"] == "adamw_fused"
     (tmp_path / "n.log").write_text(head + printed.format("None") + ZERO_RUN_OOM)
     assert build(str(tmp_path / "n.log"))[0]["workload"]["params"]["optimizer"] == "adamw"  # the trainer's adamw_torch
+
+
+def test_a_liger_run_is_replayed_with_the_fused_loss_in_training_only(tmp_path):
+    head = "+ torchrun --nproc_per_node=1 train.py --model_name_or_path my-org/unknown-7b --per_device_train_batch_size 4 "
+    oom = "  1%|          | 12/1000 [00:31<42:58,  2.61s/it]\n" + ZERO_RUN_OOM
+    for switch in ("--use_liger_kernel --bf16\n", "--bf16\nuse_liger_kernel=True,\n",
+                   "--bf16\nliger_fused_linear_cross_entropy: true\n"):
+        (tmp_path / "l.log").write_text(head + switch + oom)
+        config, notes = build(str(tmp_path / "l.log"))
+        assert config["workload"]["params"]["fused_cross_entropy"] is True, switch
+        assert any(n.startswith("Liger-Kernel's fused linear cross-entropy on") for n in notes)
+    (tmp_path / "o.log").write_text(head + "--bf16\nuse_liger_kernel=False,\n" + oom)
+    assert "fused_cross_entropy" not in build(str(tmp_path / "o.log"))[0]["workload"]["params"]
+
+
+def test_offloaded_parameters_and_optimizer_states_are_replayed_on_the_host(tmp_path):
+    from oomdoctor.verify.params import TransformerParams
+
+    head = ("+ deepspeed --num_gpus 8 train.py --model_name_or_path my-org/unknown-13b --deepspeed ds_config.json "
+            "--per_device_train_batch_size 4 --bf16\n")
+    zero = ("[2024-05-02 10:00:09,500] [INFO] [config.py:1003:print]   zero_config .................. stage={stage} "
+            "offload_param={param} offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(device='cpu', nvme_path=None)\n")
+    on = "DeepSpeedZeroOffloadParamConfig(device='cpu', nvme_path=None, buffer_count=5)"
+    for stage, param, offload in ((3, on, "all"), (3, "None", "optimizer"), (2, "None", "optimizer")):
+        (tmp_path / "z.log").write_text(head + zero.format(stage=stage, param=param) + ZERO_RUN_OOM)
+        config, notes = build(str(tmp_path / "z.log"))
+        params = config["workload"]["params"]
+        assert params["offload"] == offload, (stage, param)
+        TransformerParams.model_validate(params)
+    fsdp = ("+ torchrun --nproc_per_node=8 train.py --per_device_train_batch_size 4 --bf16\n"
+            "fsdp=[<FSDPOption.FULL_SHARD: 'full_shard'>, <FSDPOption.OFFLOAD: 'offload'>],\n")
+    (tmp_path / "f.log").write_text(fsdp + ZERO_RUN_OOM)
+    config, notes = build(str(tmp_path / "f.log"))
+    assert (config["workload"]["params"]["zero_stage"], config["workload"]["params"]["offload"]) == (3, "all")
+    assert any(n.startswith("parameter offload: the parameter shards") for n in notes)

@@ -52,8 +52,12 @@ def test_the_sharding_fixes_and_optimizer_offload_apply_to_an_hf_model():
         0.9 * 4096**2)
     offloaded = apply("cpu-offload", base, "train")
     assert offloaded.params["offload"] == "optimizer"
-    with pytest.raises(NotApplicable, match="parameter offload is not replayed for model: hf"):
+    with pytest.raises(NotApplicable, match="parameter offload needs zero_stage: 3"):
         apply("cpu-offload", offloaded, "train")
+    sharded = Variant({**offloaded.params, "zero_stage": 3}, "")
+    assert apply("cpu-offload", sharded, "train").changes == {"offload": ["optimizer", "all"]}
+    with pytest.raises(ValidationError, match=r"offload: all .* needs zero_stage: 3"):
+        HFParams.model_validate({**params, "offload": "all"})
 
 
 torch = pytest.importorskip("torch")
@@ -173,3 +177,31 @@ def test_optimizer_offload_leaves_only_weights_and_gradients_on_the_device():
     common = {"dtype": "bfloat16", "master_weights": True}
     assert _model_states(**common) == pytest.approx(16 * n, rel=0.02)
     assert _model_states(**common, offload="optimizer") == pytest.approx(4 * n, rel=0.02)
+
+
+def test_parameter_offload_leaves_no_model_state_on_the_device():
+    # ZeRO-3 in DeepSpeed's bf16 mode: offload_optimizer takes the 12 bytes of fp32 state per parameter to the host
+    # (4 / N left: the 16-bit shards and their gradients), offload_param also the shards and their gradients
+    n, _ = _parameters(TINY_LLAMA)
+    common = {"dtype": "bfloat16", "master_weights": True, "zero_stage": 3, "world_size": WORLD}
+    assert _model_states(**common, offload="optimizer") == pytest.approx(4 * n / WORLD, rel=0.02)
+    assert _model_states(**common, offload="all") < 0.01 * 4 * n / WORLD  # the rotary buffers only
+
+
+def test_a_zero3_step_that_runs_out_fits_once_its_parameters_are_offloaded():
+    # one rank holding everything (N = 1): 2 + 2 bytes per parameter of shards and gradients leave the device, and
+    # the weights come back one decoder layer (FSDP unit) at a time; the card sits between the two peaks
+    from oomdoctor.verify.fixes import Variant, apply
+
+    common = {"config": TINY_LLAMA, "dtype": "bfloat16", "master_weights": True, "zero_stage": 3, "world_size": 1,
+              "offload": "optimizer"}
+    on_device = _peak(**common)
+    variant = apply("cpu-offload", Variant(HFParams.model_validate(common).model_dump(), ""), "train")
+    offloaded = _peak(**{**common, "offload": variant.params["offload"]})
+    n, _ = _parameters(TINY_LLAMA)
+    moved = on_device["unlimited_peak_allocated_bytes"] - offloaded["unlimited_peak_allocated_bytes"]
+    assert 2 * n < moved <= 4 * n  # the shards, and the gradients that exist at the peak
+    card = (on_device["peak_reserved_bytes"] + offloaded["peak_reserved_bytes"]) // 2
+    assert _peak(capacity=card, **common)["oom"]
+    assert variant.params["offload"] == "all" and not offloaded["oom"]
+    assert not _peak(capacity=card, **{**common, "offload": "all"})["oom"]

@@ -991,6 +991,8 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "num_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
     "tensor_parallel": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel_degree"),
+    # Liger-Kernel's fused linear cross-entropy: HF/TRL TrainingArguments, LLaMA-Factory, axolotl's plugin key
+    "liger_kernel": ("use_liger_kernel", "enable_liger_kernel", "liger_fused_linear_cross_entropy"),
 }
 _ALIAS_TO_KEY = {a: k for k, aliases in CONFIG_ALIASES.items() for a in aliases}
 CONFIG_KV = lazy(
@@ -999,7 +1001,7 @@ CONFIG_KV = lazy(
 )
 # A switch given bare in a launch command ("... --bf16 --gradient_checkpointing \\"): argparse's store_true, HF's
 # bool fields. Only where no value follows: the next token is another option, a line continuation or the end.
-_SWITCHES = ("bf16", "fp16", "amp", "use_amp", *CONFIG_ALIASES["gradient_checkpointing"])
+_SWITCHES = ("bf16", "fp16", "amp", "use_amp", *CONFIG_ALIASES["gradient_checkpointing"], "use_liger_kernel")
 
 CONFIG_KEYS = Literals(sorted(_ALIAS_TO_KEY))  # CONFIG_KV's key is one of these, as written
 BARE_SWITCH = lazy(r"(?<!\S)--(?P<key>" + "|".join(sorted(map(regex.escape, _SWITCHES), key=len, reverse=True)) + r")"
@@ -1045,6 +1047,14 @@ FSDP_STRATEGY_BY_NUMBER = {"1": "FULL_SHARD", "2": "SHARD_GRAD_OP", "3": "NO_SHA
 FSDP_BACKWARD_PREFETCH = lazy(r"backward_prefetch['\"]?\s{0,3}[:=]\s{0,3}['\"<]?(?:BackwardPrefetch\.)?"
                               r"(?P<v>BACKWARD_PRE|BACKWARD_POST|NO_PREFETCH|None|null)\b", regex.I)
 OFFLOAD = lazy(r"offload_(?:optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?[^}\n]{0,80}?['\"]?device['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
+# Which state DeepSpeed offloads (its config print's offload_param=DeepSpeedZeroOffloadParamConfig(device='cpu', ...), the
+# JSON's "offload_param": {"device": "cpu"}); the device is read before the next offload_ key
+OFFLOAD_EACH = lazy(r"offload_(?P<what>optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\{?(?:(?!offload_)[^}\n]){0,80}?['\"]?device['\"]?"
+                    r"\s{0,3}[:=]\s{0,3}['\"]?(?P<dev>cpu|nvme|none)")
+# PyTorch FSDP's parameter offload: accelerate's fsdp_offload_params, HF's `fsdp` option "offload", the plugin's
+# CPUOffload(offload_params=True), FSDP2's CPUOffloadPolicy
+FSDP_OFFLOAD = lazy(r"fsdp_offload_params['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<v>true|false)\b|CPUOffload\(offload_params=(?P<v>True|False)\)"
+                    r"|(?P<on>FSDPOption\.OFFLOAD\b|\bCPUOffloadPolicy\(|--fsdp[= ]['\"]?[a-z_ ]{0,60}\boffload\b)", regex.I)
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
 STACKS: dict[str, regex.Pattern[str]] = {
@@ -1140,7 +1150,8 @@ _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no":
 
 def _config_value(key: str, raw: str):
     raw = raw.rstrip(",.;)'\"")
-    if key in ("gradient_checkpointing", "bf16", "fp16", "overlap_comm", "fsdp_forward_prefetch", "fsdp_limit_all_gathers"):
+    if key in ("gradient_checkpointing", "bf16", "fp16", "overlap_comm", "fsdp_forward_prefetch", "fsdp_limit_all_gathers",
+               "liger_kernel"):
         low = raw.lower()
         if key == "bf16" and low in ("bf16-mixed", "bf16-true", "bf16", "bfloat16"):
             return True
@@ -1313,6 +1324,11 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         found = True
     if "offload_" in text and (m := OFFLOAD.search(text)):
         cfg["offload"] = Value(value=m["dev"] != "none", evidence=_ev(source, ln))
+        for each in OFFLOAD_EACH.finditer(text):
+            cfg[f"offload_{each['what']}"] = Value(value=each["dev"] != "none", evidence=_ev(source, ln))
+        found = True
+    if ("ffload" in text or "OFFLOAD" in text) and (m := FSDP_OFFLOAD.search(text)):
+        cfg["offload_param"] = Value(value=bool(m["on"]) or m["v"].lower() == "true", evidence=_ev(source, ln))
         found = True
     if "optimizer" in text and (m := DS_OPTIMIZER.search(text)) and (m["name"] or m["type"]).lower() != "none":
         cfg["deepspeed_optimizer"] = Value(value=(m["name"] or m["type"]).lower(), evidence=_ev(source, ln))

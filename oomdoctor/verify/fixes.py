@@ -19,7 +19,7 @@ from oomdoctor.fixids import (
     max_split_size_mb,
 )
 from oomdoctor.verify.allocator import AllocConf
-from oomdoctor.verify.architectures import NO_CHECKPOINTING, from_catalog
+from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, NO_CHECKPOINTING, VISION_LANGUAGE, from_catalog
 from oomdoctor.verify.params import TransformerParams
 
 
@@ -189,8 +189,6 @@ def cpu_offload(v: Variant, phase: str) -> Variant:
     offload = v.params["offload"]
     if offload == "none":
         return _set(v, offload="optimizer")
-    if "config" in v.params:  # model: hf
-        raise NotApplicable("optimizer states are offloaded already; parameter offload is not replayed for model: hf")
     if offload == "optimizer" and int(v.params.get("zero_stage", 0)) >= 3:
         return _set(v, offload="all")
     raise NotApplicable("optimizer states are offloaded already; parameter offload needs zero_stage: 3")
@@ -205,6 +203,13 @@ def more_gpus(v: Variant, phase: str) -> Variant:
 
 def fused_cross_entropy(v: Variant, phase: str) -> Variant:
     _need(v.params, "fused_cross_entropy")
+    if "config" in v.params:  # model: hf, where Liger replaces the causal-LM loss of a training step
+        if phase != "train":
+            raise NotApplicable("Liger's fused loss runs in training; evaluation computes the logits as usual")
+        if _model_type(v.params) in IMAGE_CLASSIFIERS or _model_type(v.params) in VISION_LANGUAGE:
+            raise NotApplicable("the fused cross-entropy is replayed for a causal LM's own loss only")
+        if v.params.get("completion_len"):
+            raise NotApplicable("an RL policy update's loss (TRL's use_liger_loss) is not replayed fused")
     if v.params["fused_cross_entropy"]:
         raise NotApplicable("the loss is already chunked")
     return _set(v, fused_cross_entropy=True)

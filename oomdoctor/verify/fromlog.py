@@ -42,6 +42,7 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "config": ("model_name",), "optimizer": ("deepspeed_optimizer", "optimizer"),
     "dtype": ("model_dtype", "mixed_precision", "bf16", "fp16"),
     "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
+    "offload": ("offload_param", "offload_optimizer"), "fused_cross_entropy": ("liger_kernel",),
 }
 # DeepSpeed's config names that build its FusedAdam on a GPU (runtime/engine.py _configure_basic_optimizer, with
 # torch_adam and cpu offload off): adam and adamw (adam_w_mode).
@@ -106,6 +107,22 @@ def _zero3_gathering(d: dict[str, Any], params: dict[str, Any], notes: list[str]
     if d.get("fsdp_limit_all_gathers") is False:
         notes.append("FSDP limit_all_gathers=False: more than two all-gathers may be in flight; the replay holds at "
                      "most the prefetched units")
+
+
+def _offload(d: dict[str, Any], params: dict[str, Any], notes: list[str]) -> None:
+    """What the run keeps on the host: DeepSpeed's offload_optimizer (the optimizer's states) and, at ZeRO stage 3,
+    DeepSpeed's offload_param or FSDP's cpu_offload (also the parameter shards and their gradients)."""
+    if d.get("offload_param"):
+        if params.get("zero_stage") == 3:
+            params["offload"] = "all"
+            notes.append("parameter offload: the parameter shards, their gradients and the optimizer's states live on "
+                         "the host; each unit's weights are gathered to the device when used")
+            return
+        notes.append("parameter offload is printed, but the replay offloads parameters at ZeRO stage 3 / FSDP "
+                     "FULL_SHARD only: replayed with them on the device")
+    if d.get("offload_optimizer") or (d.get("offload_param") and params.get("zero_stage")):
+        params["offload"] = "optimizer"
+        notes.append("optimizer offload: the optimizer's states (and fp32 master weights) live on the host")
 
 
 def build(log: str) -> tuple[dict[str, Any], list[str]]:
@@ -185,6 +202,11 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
         params["ddp_buckets"] = True
         notes.append(f"data parallel over {d['world_size']} ranks without ZeRO/FSDP: DDP's gradient buckets "
                      "(a copy of every trainable gradient; gradient_as_bucket_view=True would share them)")
+    _offload(d, params, notes)
+    if d.get("liger_kernel") and event.phase == "train":
+        params["fused_cross_entropy"] = True
+        notes.append("Liger-Kernel's fused linear cross-entropy on: the loss in chunks of rows, no full logits (its "
+                     "RMSNorm, SwiGLU and RoPE kernels are replayed as the model's own)")
     if d.get("stack_deepspeed") and "autocast" in params and not d.get("model_dtype"):
         # DeepSpeed's bf16/fp16 mode casts the module itself; its optimizer keeps the fp32 master copy
         params["dtype"] = params.pop("autocast")
@@ -343,7 +365,8 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
         hf["seq_len"] = params["seq_len"]
     for key in ("autocast", "gradient_checkpointing", "eval_batch", "lora_rank", "eval_batches", "eval_accumulation_steps",
                 "eval_world_size", "num_generations", "max_new_tokens", "generate_in_training", "completion_len",
-                "reference_model", *ZeroParams.model_fields):  # ZeRO/FSDP sharding and DDP's buckets as read
+                "reference_model", "offload", "fused_cross_entropy",
+                *ZeroParams.model_fields):  # ZeRO/FSDP sharding and DDP's buckets as read
         if key in params:
             hf[key] = params[key]
     optimizer = params.get("optimizer")

@@ -75,7 +75,10 @@ def _build(p: HFParams, device: torch.device, base_dir: Path | None) -> tuple[An
                 warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
                 model = peft.get_peft_model(model, lora)
         part = partition(model, p.world_size) if p.zero_stage == 3 else None
-    model = model.to_empty(device=device)
+    from oomdoctor.verify.workload import host_memory
+
+    with host_memory(device, p.offload == "all"):  # offloaded parameter shards live on the host (stage 3)
+        model = model.to_empty(device=device)
     if part is not None:
         return model, part.materialised()  # a tied weight is one shard again
     if getattr(config, "tie_word_embeddings", False):
@@ -184,6 +187,27 @@ def _policy_update_forward(model: Any, completion_len: int) -> Callable[[dict[st
     return forward
 
 
+def _fused_loss_forward(model: Any) -> Callable[[dict[str, Any]], Any]:
+    """The causal-LM loss as Liger's patched forward computes it in training (`use_liger_kernel`): the decoder's
+    hidden states, then the fused linear cross-entropy over the head's weight with the labels shifted by one
+    (verify/fusedce.py), called through the head module so that ZeRO-3 gathers its weight around it."""
+    from oomdoctor.verify.fusedce import fused_linear_cross_entropy
+
+    lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # under peft's wrapper
+    decoder, head = lm.base_model, lm.get_output_embeddings()
+
+    def forward(batch: dict[str, Any]) -> Any:
+        hidden = decoder(input_ids=batch["input_ids"], use_cache=False).last_hidden_state
+        targets = torch.nn.functional.pad(batch["labels"], (0, 1), value=-100)[..., 1:]
+        head.forward = lambda h: fused_linear_cross_entropy(h, head.weight, targets)  # the head's hooks run
+        try:
+            loss = head(hidden)
+        finally:
+            del head.forward
+        return types.SimpleNamespace(loss=loss)
+    return forward
+
+
 def _image_text_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[int], dict[str, Any]]:
     """A LLaVA-style batch: one image per sample, its patch tokens first in the ids (as the processor expands the
     image placeholder), then text to `seq_len` in all; the loss covers the text only."""
@@ -250,7 +274,9 @@ def _zero3(p: HFParams, part: Partition | None, device: torch.device) -> Zero3 |
     """A partitioned model's gathering (ZeRO stage 3), as `zero3_gather_unit` and its prefetch settings ask."""
     from oomdoctor.verify.zero3 import gathering
 
-    return Zero3(part, gathering(p, device, DTYPES[p.dtype]), DTYPES[p.dtype]) if part is not None else None
+    if part is None:
+        return None
+    return Zero3(part, gathering(p, device, DTYPES[p.dtype]), DTYPES[p.dtype], offload=p.offload == "all")
 
 
 def _step(p: HFParams, model: Any, device: torch.device, phase: str, zero: Zero3 | None) -> Callable[[], None]:
@@ -277,6 +303,11 @@ def _step(p: HFParams, model: Any, device: torch.device, phase: str, zero: Zero3
         if kind in IMAGE_CLASSIFIERS or kind in VISION_LANGUAGE:
             raise ValueError("completion_len (an RL policy update) is replayed for causal LMs only")
         forward = _policy_update_forward(model, p.completion_len)
+    if p.fused_cross_entropy and phase == "train":
+        if kind in IMAGE_CLASSIFIERS or kind in VISION_LANGUAGE or p.completion_len:
+            raise ValueError("fused_cross_entropy (Liger's fused linear cross-entropy) is replayed for a causal LM's "
+                             "own loss only")
+        forward = _fused_loss_forward(model)
 
     if phase == "train":
         if p.gradient_checkpointing:

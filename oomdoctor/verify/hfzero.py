@@ -158,8 +158,9 @@ class Zero3:
     """Gathers a partitioned model's weights around its modules' forward and backward, by `gather`: FSDP units
     (`layer`), DeepSpeed modules (`module`) or per use (`matmul`)."""
 
-    def __init__(self, part: Partition, gather: Gathering, dtype: torch.dtype) -> None:
+    def __init__(self, part: Partition, gather: Gathering, dtype: torch.dtype, offload: bool = False) -> None:
         self.part, self.gather, self.dtype = part, gather, dtype
+        self.offload = offload  # parameter offload: the shards and their gradients live on the host
         self.live: dict[int, tuple[weakref.ref, Slot | None]] = {}  # gathered buffers whose views autograd may save
         self.root_pending = 0  # root-unit weights used in this forward whose gradients have not arrived
         self.fsdp = isinstance(gather, FsdpGathering)
@@ -275,7 +276,10 @@ class Zero3:
             self.root_pending -= 1
             if self.root_pending == 0:
                 self.gather.backward_exit(ROOT)
-        return grad.new_empty(w.shard.shape, dtype=w.shard.dtype)
+        from oomdoctor.verify.workload import host_memory
+
+        with host_memory(self.gather.device, self.offload):  # offloaded: reduce-scattered into host memory
+            return grad.new_empty(w.shard.shape, dtype=w.shard.dtype)
 
     # --- what autograd saves ------------------------------------------------------------------------------------
 

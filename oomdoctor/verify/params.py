@@ -206,9 +206,13 @@ class HFParams(ZeroParams):
     activation_offload: bool = Field(False, description=ACTIVATION_OFFLOAD_DOC)
     optimizer: Literal["adamw", "adamw_fused", "adamw8bit", "adafactor", "sgd"] = "adamw"
     master_weights: bool = Field(False, description=MASTER_WEIGHTS_DOC)
-    offload: Literal["none", "optimizer"] = Field("none", description="ZeRO-Offload: the optimizer's states (and "
-                                                  "master weights) live in host memory, each step's gradients are "
-                                                  "copied there; parameter offload is not replayed for model: hf")
+    offload: Literal["none", "optimizer", "all"] = Field("none", description="ZeRO-Offload: the optimizer's states "
+                                                         "(and master weights) live in host memory, each step's "
+                                                         "gradients are copied there; all: also the parameter shards "
+                                                         "and their gradients (DeepSpeed offload_param, FSDP "
+                                                         "cpu_offload), gathered to the device per use (stage 3)")
+    fused_cross_entropy: bool = Field(False, description="train, causal LM: Liger's fused linear cross-entropy "
+                                      "(use_liger_kernel): the loss and its gradients in chunks of rows, no full logits")
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA through peft (base frozen)")
     lora_dropout: float = Field(0.0, ge=0, lt=1)
@@ -224,6 +228,8 @@ class HFParams(ZeroParams):
                              "(seq_len counts prompt and completion)")
         if self.master_weights and self.dtype == "float32":
             raise ValueError("master_weights is an fp32 copy of 16-bit weights: it needs dtype bfloat16 or float16")
+        if self.offload == "all" and self.zero_stage < 3:
+            raise ValueError("offload: all (parameters) needs zero_stage: 3")
         return self
 
     @property

@@ -213,9 +213,9 @@ class _GatheredEmbedding(torch.autograd.Function):
         return None, gshard, None, None, None
 
 
-def _host_memory(device: torch.device, offloaded: bool):
-    """Offloaded parameter shards: on the simulator they stay on the device but are not counted
-    (fake CPU leaves with device gradients break fake-mode autograd); on a real GPU they would live on the host."""
+def host_memory(device: torch.device, offloaded: bool):
+    """Offloaded parameter shards (and, for `model: hf`, their gradients): on the simulator they stay on the device
+    but are not counted (fake CPU leaves with device gradients break fake-mode autograd); on a GPU, the host's."""
     if offloaded and device.type == "simgpu":
         from oomdoctor.verify.simgpu import untracked
         return untracked()
@@ -240,7 +240,7 @@ class Ctx:
     def weight(self, shape: tuple[int, ...], trainable: bool) -> nn.Parameter:
         if self.sharded:
             n = math.prod(shape)
-            with _host_memory(self.device, self.offload_params):
+            with host_memory(self.device, self.offload_params):
                 data = torch.empty(-(-n // self.p.world_size), dtype=self.dtype, device=self.device)
         else:
             data = torch.empty(shape, dtype=self.dtype, device=self.device)
