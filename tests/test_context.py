@@ -188,6 +188,33 @@ def test_lightning_bars_give_the_training_loops_counter_across_epochs():
     assert one("Epoch 1/2  ━━━━━━━━━━━━━━━━━━━━ 10/10 0:00:00 • 0:00:00 250.00it/s\n" + MSG).step == 20
 
 
+# pytorch-lightning 1.9: the epoch's bar counts 10 training and 5 validation batches, and goes on during validation
+PL19_EPOCH0 = "".join(
+    [f"Epoch 0:  {k * 100 // 15:2d}%|#   | {k}/15 [00:01<00:02, 5.2it/s, loss=0.9, v_num=0, train_loss=1.07]\n"
+     for k in range(11)]
+    + [f"Validation DataLoader 0:  {v * 20}%|##  | {v}/5 [00:00<00:00, 34.07it/s]\n"
+       f"Epoch 0:  {(10 + v) * 100 // 15}%|#   | {10 + v}/15 [00:02<00:00, 6.7it/s, loss=0.9, v_num=0, train_loss=1.07]\n"
+       for v in range(1, 6)])
+
+
+def test_lightning_1x_bars_count_validation_batches_which_are_not_steps():
+    train = PL19_EPOCH0 + "Epoch 1:  20%|##  | 3/15 [00:00<00:01, 10.9it/s, loss=0.9, v_num=0, train_loss=1.32]\n"
+    assert one(train + MSG).step == 13  # epoch 1's third batch after 10 per epoch, not 1 x 15 + 3
+    val = (PL19_EPOCH0 + "".join(f"Epoch 1:  {k * 100 // 15}%|#   | {k}/15 [00:00<00:00, 11.0it/s, v_num=0]\n"
+                                 for k in range(11))
+           + "Validation DataLoader 0:  40%|####      | 2/5 [00:00<00:00, 50.31it/s]\n"
+           + "Epoch 1:  80%|########  | 12/15 [00:00<00:00, 12.41it/s, loss=0.939, v_num=0, train_loss=1.020]\n")
+    e = one(val + MSG)
+    assert (e.step, e.phase) == (20, "eval")  # the training batches of two epochs; the bar's 12 counts 2 validation
+
+
+def test_lightning_2x_bars_at_their_total_during_validation_keep_counting_training_batches():
+    epoch = "".join(f"Epoch 0:  {k * 10}%|#   | {k}/10 [00:01<00:02, 5.2it/s, train_loss=1.07]\n" for k in range(11))
+    val = "".join(f"Validation DataLoader 0:  {v * 20}%|##  | {v}/5 [00:00<00:00, 34.07it/s]\n"
+                  f"Epoch 0: 100%|####| 10/10 [00:02<00:00, 6.7it/s, train_loss=1.07]\n" for v in range(1, 6))
+    assert one(epoch + val + "Epoch 1:  30%|#   | 3/10 [00:00<00:01, 10.9it/s, train_loss=1.32]\n" + MSG).step == 13
+
+
 def test_a_forward_inside_an_optimizer_closure_is_not_the_optimizer():
     tb = ('Traceback (most recent call last):\n'
           '  File "/site-packages/torch/optim/adamw.py", line 210, in step\n    loss = closure()\n'

@@ -294,14 +294,18 @@ class Markers:
         self.lines = lines
         self.steps: list[Step] = []
         self.banners: list[Banner] = []  # one per line, by precedence
+        epoch_bars = False
         for i, ln in enumerate(lines):
             text = ln.text
             s = step_of(ln)
             if s is not None:
                 self.steps.append(Step(i, s.n, s.total, s.bar))
+                epoch_bars = epoch_bars or (s.bar and text.startswith("Epoch "))
             kind = _banner_kind(text, s is not None)
             if kind:
                 self.banners.append(Banner(i, kind))
+        if epoch_bars:
+            self.steps = lightning_without_validation(lines, self.steps)
         self._by_rank: dict[int | None, tuple[list[int], list[Banner], list[int], list[Step]]] = {}
 
     def for_rank(self, rank: int | None) -> tuple[list[int], list[Banner], list[int], list[Step]]:
@@ -311,6 +315,45 @@ class Markers:
             steps = [s for s in self.steps if _same_rank(self.lines[s.idx], rank)]
             self._by_rank[rank] = ([b.idx for b in banners], banners, [s.idx for s in steps], steps)
         return self._by_rank[rank]
+
+
+def lightning_training_batches(lines: Sequence[Line], steps: Sequence[Step]) -> dict[int, int]:
+    """Lightning before 2.0 counted the validation batches in the epoch's bar: its total is training plus validation
+    batches, and the bar goes on counting while "Validation DataLoader 0: 20%| 1/5" runs ("Epoch 1: 73%| 11/15" drawn
+    right after it: 10 training batches and 5 validation ones). The training batches per epoch for each such bar
+    total, read from an epoch bar drawn right after a running validation bar (k of V, 0 < k < V) whose count minus k
+    plus V is the bar's total; in 2.x the epoch bar stands at its total then, so that never holds."""
+    found: dict[int, int] = {}
+    for st in steps:
+        text = lines[st.idx].text
+        if not st.bar or st.idx == 0 or not text.startswith("Epoch "):
+            continue
+        prev = lines[st.idx - 1]
+        if not _same_rank(prev, lines[st.idx].rank) or "%" not in prev.text or not EVAL_BAR.search(prev.text):
+            continue
+        m, val = LIGHTNING.search(text), list(TQDM.finditer(prev.text))
+        if m is None or not val:
+            continue
+        k, v_total, n, total = int(val[-1]["n"]), int(val[-1]["total"]), int(m["n"]), int(m["total"])
+        if 0 < k < v_total and n - k + v_total == total:
+            found[total] = n - k
+    return found
+
+
+def lightning_without_validation(lines: Sequence[Line], steps: list[Step]) -> list[Step]:
+    """The steps with Lightning 1.x's epoch bars read as training steps (epoch x training batches + count) and their
+    drawings past the training batches (the validation pass) dropped; unchanged without such bars."""
+    train = lightning_training_batches(lines, steps)
+    if not train:
+        return steps
+    out: list[Step] = []
+    for st in steps:
+        m = LIGHTNING.search(lines[st.idx].text) if st.bar and st.total in train else None
+        if m is None:
+            out.append(st)
+        elif int(m["n"]) <= train[int(m["total"])]:
+            out.append(st._replace(n=int(m["epoch"]) * train[int(m["total"])] + int(m["n"])))
+    return out
 
 
 def _banner_kind(text: str, has_step: bool) -> str | None:
