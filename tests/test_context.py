@@ -215,6 +215,13 @@ def test_lightning_2x_bars_at_their_total_during_validation_keep_counting_traini
     assert one(epoch + val + "Epoch 1:  30%|#   | 3/10 [00:00<00:01, 10.9it/s, train_loss=1.32]\n" + MSG).step == 13
 
 
+def test_torchtunes_bar_description_gives_the_global_step_not_the_epochs_count():
+    bar = ("2|8|Loss: 3.9424233436584473:  33%|███▎      | 2/6 [00:02<00:05,  1.37s/it]\n"
+           "2|9|Loss: 4.070089817047119:  50%|█████     | 3/6 [00:03<00:02,  1.01it/s]\n")
+    assert one(bar + MSG).step == 9
+    assert one("1|1|Loss: nan:  17%|█▋        | 1/6 [00:00<00:00, 12.70it/s]\n" + MSG).step == 1
+
+
 def test_a_forward_inside_an_optimizer_closure_is_not_the_optimizer():
     tb = ('Traceback (most recent call last):\n'
           '  File "/site-packages/torch/optim/adamw.py", line 210, in step\n    loss = closure()\n'

@@ -30,6 +30,9 @@ LIGHTNING = lazy(
 )
 # PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
+# torchtune's recipes describe their per-epoch bar with the global step: "2|9|Loss: 4.0701:  50%|█████     | 3/6 [..."
+# (epoch|step|loss); the step is the description's, the bar counts the epoch's steps.
+TORCHTUNE = lazy(r"^(?P<epoch>\d{1,9})\|(?P<n>\d{1,20})\|Loss: [\w.+-]{1,40}:\s{0,4}\d{1,3}%\|")
 # Keras 3's bar counts the epoch's batches: " 7/20 ━━━━━━━━━━━━━━━━━━━━ 1s 83ms/step - loss: ..."
 KERAS3 = lazy(r"^\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20}) ━{1,400} ")
 STEP_PATTERNS = (
@@ -188,6 +191,9 @@ def step_of(line: Line) -> StepCount | None:
     if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
+    m = TORCHTUNE.match(text) if "|Loss: " in text else None
+    if m:
+        return StepCount(int(m["n"]), None, False)  # a printed step, not the bar's count
     m = KERAS3.search(text) if "━" in text else None
     if m:
         return StepCount(int(m["n"]), int(m["total"]), True)
