@@ -215,6 +215,29 @@ def test_lightning_2x_bars_at_their_total_during_validation_keep_counting_traini
     assert one(epoch + val + "Epoch 1:  30%|#   | 3/10 [00:00<00:01, 10.9it/s, train_loss=1.32]\n" + MSG).step == 13
 
 
+MM = "11/28 15:35:25 - mmengine - INFO - "
+MM_TRAIN_FRAMES = ('Traceback (most recent call last):\n'
+                   '  File "/site-packages/mmengine/runner/loops.py", line 115, in run_epoch\n'
+                   '    self.run_iter(idx, data_batch)\n'
+                   '  File "/site-packages/mmengine/runner/loops.py", line 131, in run_iter\n'
+                   '    outputs = self.runner.model.train_step(\n')
+
+
+def test_mmengines_validation_line_at_its_total_is_a_finished_validation():
+    log = (MM + "Epoch(train) [1][5/5]  lr: 3.0000e-04  eta: 0:00:00  time: 0.0135  data_time: 0.0018  loss: 2.3361\n"
+           + MM + "Saving checkpoint at 1 epochs\n"
+           + MM + "Epoch(val) [1][4/4]    accuracy: 10.1562  data_time: 0.0015  time: 0.0021\n")
+    e = one(log + MM_TRAIN_FRAMES + MSG)
+    assert (e.step, e.phase) == (5, "train")  # epoch 2's training, before its first logged line
+    mmcv = "Epoch(val) [1][20]\taccuracy: 0.1016\n" + MM_TRAIN_FRAMES + MSG  # mmcv's summary, no total
+    assert one(mmcv).phase == "train"
+
+
+def test_mmengines_validation_line_below_its_total_is_a_running_validation():
+    assert one(MM + "Epoch(val) [1][5/8]    eta: 0:00:00  time: 0.0725  data_time: 0.0006\n" + MSG).phase == "eval"
+    assert one(MM + "Iter(test) [ 50/100]    eta: 0:00:10  time: 0.0725\n" + MSG).phase == "eval"
+
+
 def test_torchtunes_bar_description_gives_the_global_step_not_the_epochs_count():
     bar = ("2|8|Loss: 3.9424233436584473:  33%|███▎      | 2/6 [00:02<00:05,  1.37s/it]\n"
            "2|9|Loss: 4.070089817047119:  50%|█████     | 3/6 [00:03<00:02,  1.01it/s]\n")

@@ -71,7 +71,10 @@ EVAL_BANNER = lazy(
     r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
     r"|\bClass\s{1,20}Images\s{1,20}Instances\s{1,20}(?:Box|Mask|Pose)\(P\s"  # Ultralytics' validation bar
-    r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
+    r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)"
+    # mmengine's validation or test loop still running ("Epoch(val) [1][5/8]", "Iter(test) [ 50/100]"); at its total
+    # ("Epoch(val) [1][8/8]  accuracy: ...") or without one (mmcv's "Epoch(val) [1][20]") it has finished
+    r"|\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4})?\[\s{0,9}(?P<mmv>\d{1,20})/(?!(?P=mmv)\])\d{1,20}\]"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
     r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%(?:\||\s{1,4}\d{1,20}/\d{1,20}\s)"  # glyphs or none
     # Keras fit(): the epoch's last batch drawn but the line still showing an ETA (its closing "- 12s 40ms/step" not
@@ -81,6 +84,9 @@ EVAL_BANNER = lazy(
     # the epoch's elapsed time and, after validation, "- val_loss: ...")
     r"|^\s{0,4}(?P<k3done>\d{1,20})/(?P=k3done) ━{1,400} 0s [\d.]{1,8}[mµu]?s/step(?![^\n]{0,2000}\bval_)"
 )
+# A loop's closing summary: mmengine's validation or test line at its total ("Epoch(val) [1][8/8]  accuracy: 10.2"), or
+# mmcv's with no total ("Epoch(val) [1][20]\taccuracy: 0.10"): that loop has ended, and the banners before it are stale.
+LOOP_ENDED = lazy(r"\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4})?\[\s{0,9}(?P<n>\d{1,20})(?:/(?P=n))?\](?!\[)")
 KERAS3_AT_TOTAL = lazy(r"^\s{0,4}(?P<k>\d{1,20})/(?P=k) ━{1,400} 0s ")  # Keras 3's bar at its total, before validation
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights"
@@ -279,7 +285,8 @@ class Step(NamedTuple):
 
 
 class Banner(NamedTuple):
-    """A line that announces a phase: its index and the phase (eval, save, init, or train for a start)."""
+    """A line that announces a phase: its index and the phase (eval, save, init, train for a start, or ended: a loop's
+    closing summary)."""
 
     idx: int
     kind: str
@@ -372,6 +379,8 @@ def _banner_kind(text: str, has_step: bool) -> str | None:
         return "init"
     if ("raining" in text or "Epoch " in text) and TRAIN_BANNER.search(text):
         return "train"
+    if ("Epoch(" in text or "Iter(" in text) and LOOP_ENDED.search(text):
+        return "ended"
     return None
 
 
@@ -392,6 +401,8 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     if k + 1 < len(banners) and b_idx[k + 1] == idx and _banner_glued_before_message(lines[idx].text):
         k += 1  # an evaluation bar with the message glued after it ("Predicting DataLoader 0: 0%| ...| WARNING: ...")
     nearest = banners[k] if k >= 0 else None
+    if nearest is not None and nearest.kind == "ended":
+        nearest = None  # a loop's closing summary names no phase, and the banners before it are stale
     banner = nearest if nearest and nearest.kind != "train" else None
     started = nearest.idx if nearest and nearest.kind == "train" else None
     limit = banner.idx if banner else idx
