@@ -32,7 +32,7 @@ LIGHTNING = lazy(
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
 # torchtune's recipes describe their per-epoch bar with the global step: "2|9|Loss: 4.0701:  50%|█████     | 3/6 [..."
 # (epoch|step|loss); the step is the description's, the bar counts the epoch's steps.
-TORCHTUNE = lazy(r"^(?P<epoch>\d{1,9})\|(?P<n>\d{1,20})\|Loss: [\w.+-]{1,40}:\s{0,4}\d{1,3}%\|")
+TORCHTUNE = lazy(r"^(?P<epoch>\d{1,9})\|(?P<n>\d{1,20})\|Loss: [\w+.-]{1,40}:\s{0,4}\d{1,3}%\|")
 # Keras 3's bar counts the epoch's batches: " 7/20 ━━━━━━━━━━━━━━━━━━━━ 1s 83ms/step - loss: ..."
 KERAS3 = lazy(r"^\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20}) ━{1,400} ")
 STEP_PATTERNS = (
