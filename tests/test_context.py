@@ -188,6 +188,63 @@ def test_lightning_bars_give_the_training_loops_counter_across_epochs():
     assert one("Epoch 1/2  ━━━━━━━━━━━━━━━━━━━━ 10/10 0:00:00 • 0:00:00 250.00it/s\n" + MSG).step == 20
 
 
+# pytorch-lightning 1.9: the epoch's bar counts 10 training and 5 validation batches, and goes on during validation
+PL19_EPOCH0 = "".join(
+    [f"Epoch 0:  {k * 100 // 15:2d}%|#   | {k}/15 [00:01<00:02, 5.2it/s, loss=0.9, v_num=0, train_loss=1.07]\n"
+     for k in range(11)]
+    + [f"Validation DataLoader 0:  {v * 20}%|##  | {v}/5 [00:00<00:00, 34.07it/s]\n"
+       f"Epoch 0:  {(10 + v) * 100 // 15}%|#   | {10 + v}/15 [00:02<00:00, 6.7it/s, loss=0.9, v_num=0, train_loss=1.07]\n"
+       for v in range(1, 6)])
+
+
+def test_lightning_1x_bars_count_validation_batches_which_are_not_steps():
+    train = PL19_EPOCH0 + "Epoch 1:  20%|##  | 3/15 [00:00<00:01, 10.9it/s, loss=0.9, v_num=0, train_loss=1.32]\n"
+    assert one(train + MSG).step == 13  # epoch 1's third batch after 10 per epoch, not 1 x 15 + 3
+    val = (PL19_EPOCH0 + "".join(f"Epoch 1:  {k * 100 // 15}%|#   | {k}/15 [00:00<00:00, 11.0it/s, v_num=0]\n"
+                                 for k in range(11))
+           + "Validation DataLoader 0:  40%|####      | 2/5 [00:00<00:00, 50.31it/s]\n"
+           + "Epoch 1:  80%|########  | 12/15 [00:00<00:00, 12.41it/s, loss=0.939, v_num=0, train_loss=1.020]\n")
+    e = one(val + MSG)
+    assert (e.step, e.phase) == (20, "eval")  # the training batches of two epochs; the bar's 12 counts 2 validation
+
+
+def test_lightning_2x_bars_at_their_total_during_validation_keep_counting_training_batches():
+    epoch = "".join(f"Epoch 0:  {k * 10}%|#   | {k}/10 [00:01<00:02, 5.2it/s, train_loss=1.07]\n" for k in range(11))
+    val = "".join(f"Validation DataLoader 0:  {v * 20}%|##  | {v}/5 [00:00<00:00, 34.07it/s]\n"
+                  f"Epoch 0: 100%|####| 10/10 [00:02<00:00, 6.7it/s, train_loss=1.07]\n" for v in range(1, 6))
+    assert one(epoch + val + "Epoch 1:  30%|#   | 3/10 [00:00<00:01, 10.9it/s, train_loss=1.32]\n" + MSG).step == 13
+
+
+MM = "11/28 15:35:25 - mmengine - INFO - "
+MM_TRAIN_FRAMES = ('Traceback (most recent call last):\n'
+                   '  File "/site-packages/mmengine/runner/loops.py", line 115, in run_epoch\n'
+                   '    self.run_iter(idx, data_batch)\n'
+                   '  File "/site-packages/mmengine/runner/loops.py", line 131, in run_iter\n'
+                   '    outputs = self.runner.model.train_step(\n')
+
+
+def test_mmengines_validation_line_at_its_total_is_a_finished_validation():
+    log = (MM + "Epoch(train) [1][5/5]  lr: 3.0000e-04  eta: 0:00:00  time: 0.0135  data_time: 0.0018  loss: 2.3361\n"
+           + MM + "Saving checkpoint at 1 epochs\n"
+           + MM + "Epoch(val) [1][4/4]    accuracy: 10.1562  data_time: 0.0015  time: 0.0021\n")
+    e = one(log + MM_TRAIN_FRAMES + MSG)
+    assert (e.step, e.phase) == (5, "train")  # epoch 2's training, before its first logged line
+    mmcv = "Epoch(val) [1][20]\taccuracy: 0.1016\n" + MM_TRAIN_FRAMES + MSG  # mmcv's summary, no total
+    assert one(mmcv).phase == "train"
+
+
+def test_mmengines_validation_line_below_its_total_is_a_running_validation():
+    assert one(MM + "Epoch(val) [1][5/8]    eta: 0:00:00  time: 0.0725  data_time: 0.0006\n" + MSG).phase == "eval"
+    assert one(MM + "Iter(test) [ 50/100]    eta: 0:00:10  time: 0.0725\n" + MSG).phase == "eval"
+
+
+def test_torchtunes_bar_description_gives_the_global_step_not_the_epochs_count():
+    bar = ("2|8|Loss: 3.9424233436584473:  33%|███▎      | 2/6 [00:02<00:05,  1.37s/it]\n"
+           "2|9|Loss: 4.070089817047119:  50%|█████     | 3/6 [00:03<00:02,  1.01it/s]\n")
+    assert one(bar + MSG).step == 9
+    assert one("1|1|Loss: nan:  17%|█▋        | 1/6 [00:00<00:00, 12.70it/s]\n" + MSG).step == 1
+
+
 def test_a_forward_inside_an_optimizer_closure_is_not_the_optimizer():
     tb = ('Traceback (most recent call last):\n'
           '  File "/site-packages/torch/optim/adamw.py", line 210, in step\n    loss = closure()\n'

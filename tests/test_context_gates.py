@@ -33,7 +33,8 @@ EXAMPLES = [
     "Initializing the vision encoder", "Processing...", "Constructing datasets...", "Building data loaders",
     "llama_new_context_with_model: n_ctx = 4096", "llm_load_tensors: offloading", "***** Running training *****",
     "Starting training", "Begin the training", "Training started", "starting training from iteration 5", "Start Training",
-    "Epoch 1/160", ">>>>>>>start training : setting>>>>>>>",
+    "Epoch 1/160", ">>>>>>>start training : setting>>>>>>>", "2|9|Loss: 4.07:  50%|█████     | 3/6 [00:03<00:02]",
+    "Epoch(val) [1][8/8]  accuracy: 10.2", "Epoch(val) [1][20]\taccuracy: 0.10", "Iter(test) [100/100]  mAP: 0.5",
 ]
 
 
@@ -62,6 +63,7 @@ def test_each_step_pattern_matches_only_lines_holding_its_literal(texts):
     ("FRAME", ctx.may_be_frame), ("EVAL_BANNER", ctx.may_be_eval_banner), ("INIT_BANNER", ctx.may_be_init_banner),
     ("SAVE_BANNER", lambda t: "aving" in t or "Summoning" in t), ("TRAIN_BANNER", lambda t: "raining" in t or "Epoch " in t),
     ("LIGHTNING", lambda t: t.startswith("Epoch ")), ("IGNITE", lambda t: "%" in t and "Epoch" in t),
+    ("TORCHTUNE", lambda t: "|Loss: " in t), ("LOOP_ENDED", lambda t: "Epoch(" in t or "Iter(" in t),
 ])
 def test_each_gate_passes_every_line_its_pattern_matches(texts, pattern, gate):
     pat = getattr(ctx, pattern)

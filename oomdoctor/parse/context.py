@@ -30,6 +30,9 @@ LIGHTNING = lazy(
 )
 # PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
+# torchtune's recipes describe their per-epoch bar with the global step: "2|9|Loss: 4.0701:  50%|█████     | 3/6 [..."
+# (epoch|step|loss); the step is the description's, the bar counts the epoch's steps.
+TORCHTUNE = lazy(r"^(?P<epoch>\d{1,9})\|(?P<n>\d{1,20})\|Loss: [\w+.-]{1,40}:\s{0,4}\d{1,3}%\|")
 # Keras 3's bar counts the epoch's batches: " 7/20 ━━━━━━━━━━━━━━━━━━━━ 1s 83ms/step - loss: ..."
 KERAS3 = lazy(r"^\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20}) ━{1,400} ")
 STEP_PATTERNS = (
@@ -68,7 +71,10 @@ EVAL_BANNER = lazy(
     r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
     r"|\bClass\s{1,20}Images\s{1,20}Instances\s{1,20}(?:Box|Mask|Pose)\(P\s"  # Ultralytics' validation bar
-    r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)|\bEpoch\((?:val|test)\)|\bIter\((?:val|test)\)"
+    r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)"
+    # mmengine's validation or test loop still running ("Epoch(val) [1][5/8]", "Iter(test) [ 50/100]"); at its total
+    # ("Epoch(val) [1][8/8]  accuracy: ...") or without one (mmcv's "Epoch(val) [1][20]") it has finished
+    r"|\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4})?\[\s{0,9}(?P<mmv>\d{1,20})/(?!(?P=mmv)\])\d{1,20}\]"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
     r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%(?:\||\s{1,4}\d{1,20}/\d{1,20}\s)"  # glyphs or none
     # Keras fit(): the epoch's last batch drawn but the line still showing an ETA (its closing "- 12s 40ms/step" not
@@ -78,6 +84,9 @@ EVAL_BANNER = lazy(
     # the epoch's elapsed time and, after validation, "- val_loss: ...")
     r"|^\s{0,4}(?P<k3done>\d{1,20})/(?P=k3done) ━{1,400} 0s [\d.]{1,8}[mµu]?s/step(?![^\n]{0,2000}\bval_)"
 )
+# A loop's closing summary: mmengine's validation or test line at its total ("Epoch(val) [1][8/8]  accuracy: 10.2"), or
+# mmcv's with no total ("Epoch(val) [1][20]\taccuracy: 0.10"): that loop has ended, and the banners before it are stale.
+LOOP_ENDED = lazy(r"\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4})?\[\s{0,9}(?P<n>\d{1,20})(?:/(?P=n))?\](?!\[)")
 KERAS3_AT_TOTAL = lazy(r"^\s{0,4}(?P<k>\d{1,20})/(?P=k) ━{1,400} 0s ")  # Keras 3's bar at its total, before validation
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights"
@@ -188,6 +197,9 @@ def step_of(line: Line) -> StepCount | None:
     if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
+    m = TORCHTUNE.match(text) if "|Loss: " in text else None
+    if m:
+        return StepCount(int(m["n"]), None, False)  # a printed step, not the bar's count
     m = KERAS3.search(text) if "━" in text else None
     if m:
         return StepCount(int(m["n"]), int(m["total"]), True)
@@ -273,7 +285,8 @@ class Step(NamedTuple):
 
 
 class Banner(NamedTuple):
-    """A line that announces a phase: its index and the phase (eval, save, init, or train for a start)."""
+    """A line that announces a phase: its index and the phase (eval, save, init, train for a start, or ended: a loop's
+    closing summary)."""
 
     idx: int
     kind: str
@@ -294,14 +307,18 @@ class Markers:
         self.lines = lines
         self.steps: list[Step] = []
         self.banners: list[Banner] = []  # one per line, by precedence
+        epoch_bars = False
         for i, ln in enumerate(lines):
             text = ln.text
             s = step_of(ln)
             if s is not None:
                 self.steps.append(Step(i, s.n, s.total, s.bar))
+                epoch_bars = epoch_bars or (s.bar and text.startswith("Epoch "))
             kind = _banner_kind(text, s is not None)
             if kind:
                 self.banners.append(Banner(i, kind))
+        if epoch_bars:
+            self.steps = lightning_without_validation(lines, self.steps)
         self._by_rank: dict[int | None, tuple[list[int], list[Banner], list[int], list[Step]]] = {}
 
     def for_rank(self, rank: int | None) -> tuple[list[int], list[Banner], list[int], list[Step]]:
@@ -311,6 +328,45 @@ class Markers:
             steps = [s for s in self.steps if _same_rank(self.lines[s.idx], rank)]
             self._by_rank[rank] = ([b.idx for b in banners], banners, [s.idx for s in steps], steps)
         return self._by_rank[rank]
+
+
+def lightning_training_batches(lines: Sequence[Line], steps: Sequence[Step]) -> dict[int, int]:
+    """Lightning before 2.0 counted the validation batches in the epoch's bar: its total is training plus validation
+    batches, and the bar goes on counting while "Validation DataLoader 0: 20%| 1/5" runs ("Epoch 1: 73%| 11/15" drawn
+    right after it: 10 training batches and 5 validation ones). The training batches per epoch for each such bar
+    total, read from an epoch bar drawn right after a running validation bar (k of V, 0 < k < V) whose count minus k
+    plus V is the bar's total; in 2.x the epoch bar stands at its total then, so that never holds."""
+    found: dict[int, int] = {}
+    for st in steps:
+        text = lines[st.idx].text
+        if not st.bar or st.idx == 0 or not text.startswith("Epoch "):
+            continue
+        prev = lines[st.idx - 1]
+        if not _same_rank(prev, lines[st.idx].rank) or "%" not in prev.text or not EVAL_BAR.search(prev.text):
+            continue
+        m, val = LIGHTNING.search(text), list(TQDM.finditer(prev.text))
+        if m is None or not val:
+            continue
+        k, v_total, n, total = int(val[-1]["n"]), int(val[-1]["total"]), int(m["n"]), int(m["total"])
+        if 0 < k < v_total and n - k + v_total == total:
+            found[total] = n - k
+    return found
+
+
+def lightning_without_validation(lines: Sequence[Line], steps: list[Step]) -> list[Step]:
+    """The steps with Lightning 1.x's epoch bars read as training steps (epoch x training batches + count) and their
+    drawings past the training batches (the validation pass) dropped; unchanged without such bars."""
+    train = lightning_training_batches(lines, steps)
+    if not train:
+        return steps
+    out: list[Step] = []
+    for st in steps:
+        m = LIGHTNING.search(lines[st.idx].text) if st.bar and st.total in train else None
+        if m is None:
+            out.append(st)
+        elif int(m["n"]) <= train[int(m["total"])]:
+            out.append(st._replace(n=int(m["epoch"]) * train[int(m["total"])] + int(m["n"])))
+    return out
 
 
 def _banner_kind(text: str, has_step: bool) -> str | None:
@@ -323,6 +379,8 @@ def _banner_kind(text: str, has_step: bool) -> str | None:
         return "init"
     if ("raining" in text or "Epoch " in text) and TRAIN_BANNER.search(text):
         return "train"
+    if ("Epoch(" in text or "Iter(" in text) and LOOP_ENDED.search(text):
+        return "ended"
     return None
 
 
@@ -343,6 +401,8 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     if k + 1 < len(banners) and b_idx[k + 1] == idx and _banner_glued_before_message(lines[idx].text):
         k += 1  # an evaluation bar with the message glued after it ("Predicting DataLoader 0: 0%| ...| WARNING: ...")
     nearest = banners[k] if k >= 0 else None
+    if nearest is not None and nearest.kind == "ended":
+        nearest = None  # a loop's closing summary names no phase, and the banners before it are stale
     banner = nearest if nearest and nearest.kind != "train" else None
     started = nearest.idx if nearest and nearest.kind == "train" else None
     limit = banner.idx if banner else idx
