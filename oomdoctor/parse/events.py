@@ -290,7 +290,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     nxt = _NextMessage(lines)
     i = 0
     while i < len(lines):
-        t = lines[i].text
+        t, trigger = lines[i].text, i
         if not has_trigger(t) or ctx.FRAME.match(t):
             i += 1
             continue
@@ -304,8 +304,9 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
         if c is None or (code_like and not c.full) or _superseded(lines, i, c, nxt):
             i += 1
             continue
-        if c.fmt.single_line:
-            text, end, offsets = lines[i].text, i, [0]
+        if c.fmt.single_line:  # its line alone, or the lines a hard wrap cut it over ("...with si" / "gnal SIGKILL")
+            k = max(k for k, off in enumerate(offsets) if c.match is None or off < c.match.end())
+            text, end, offsets = text[:offsets[k + 1]] if k + 1 < len(offsets) else text, i + k, offsets[:k + 1]
         start, first = i, 0
         if c.match is not None:  # the message may begin on a later line than the trigger
             k = max(k for k, off in enumerate(offsets) if off <= c.match.start())
@@ -318,7 +319,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
                 break
             yield _Hit(c2, start, end, rest)
             rest = rest[c2.match.end():]
-        i = end + 1 if c.kind != "host_oom" else i + 1
+        i = max(end + 1 if c.kind != "host_oom" else i + 1, trigger + 1)  # never back to a line already tried
 
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:

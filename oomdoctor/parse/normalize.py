@@ -1,7 +1,8 @@
-"""Turn raw log lines into clean text: no ANSI codes, no progress-bar redraws, no rank or logging prefixes."""
+"""Turn raw log lines into clean text: no ANSI codes, HTML escapes, redraws, quote marks, rank or logging prefixes."""
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import regex
@@ -23,7 +24,8 @@ RANK_PREFIX = lazy(
 # Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
 LOG_PREFIX = lazy(
     r"""^(?:
-        \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
+        \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\sstd(?:out|err)\s[FP](?:\s|$)   # k8s CRI: ...Z stdout F
+      | \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                       # [12:00:00]
       | \d\d:\d\d:\d\d[.,]\d{1,6}(?!\d)\s*                                       # a collector's 16:49:33.632
 
@@ -33,13 +35,18 @@ LOG_PREFIX = lazy(
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[|:]\s*(?:[\w.<>]+:)?(?:[\w.<>]+:\d+\s-\s)?   # ERROR:root: / loguru
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+-\s                        # INFO - text
       | -\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s(?:[\w.]+\s-\s)?      # - ERROR - module -
+      | [\w.<>-]{1,40}\s-\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s       # logging's name - LEVEL - (after its time)
       | \[[\w./-]+:\d+(?::\w+)?\]\s                                             # [logging.py:96:log_dist]
-      | [\w.-]{1,40}\s{1,4}\|\s(?=\S)                                          # docker compose: vllm-1  | text
+      | [\w.-]{1,40}[-_]\d{1,3}\s{1,30}\|(?:\s|$)                               # docker compose: vllm-1  |     indented
+      | [\w.-]{1,40}\s{1,4}\|\s(?=\S)                                          # docker compose: vllm  | text
       | (?:localhost|worker-?\d+|node-?\d+|[\w-]+-\d+|\d{1,3}(?:\.\d{1,3}){3}):\s   # pdsh: worker-1: / 10.0.0.5:
     )""",
     regex.VERBOSE,
 )
 
+# The character references a scraped web page leaves in its text (`&gt;`, `&#39;`, `&quot;`): read as the characters.
+HTML_ENTITY = lazy(r"&(?:amp|lt|gt|quot|apos|nbsp|#\d{1,5}|#[xX][0-9a-fA-F]{1,4});")
+QUOTE_MARKS = ("> ", ">\t")  # a markdown quote (a log pasted into an issue): "> " on every line, ">" on empty ones
 
 MAX_LINE_CHARS = 64 * 1024
 
@@ -58,6 +65,9 @@ def strip_prefixes(text: str) -> tuple[int | None, str]:
     """Remove launcher and logging prefixes (in any order, several deep); return (rank, rest)."""
     rank: int | None = None
     for _ in range(6):
+        if text[:1] == ">" and (text.startswith(QUOTE_MARKS) or text == ">"):
+            text = text[2:]
+            continue
         m = RANK_PREFIX.match(text)
         if m:
             if rank is None:
@@ -75,6 +85,7 @@ def strip_prefixes(text: str) -> tuple[int | None, str]:
 def normalize(number: int, raw: str) -> list[Line]:
     """Split a physical line on \\r redraws and clean each segment; empty segments are dropped."""
     raw = ANSI.sub("", raw) if "\x1b" in raw else raw
+    raw = HTML_ENTITY.sub(lambda m: html.unescape(m.group()), raw) if "&" in raw else raw
     out: list[Line] = []
     for seg in raw.split("\r") if "\r" in raw else (raw,):
         if not seg.strip():
@@ -82,7 +93,8 @@ def normalize(number: int, raw: str) -> list[Line]:
         if len(seg) > MAX_LINE_CHARS:  # keep the end: a message glued to a long line comes last
             seg = seg[-MAX_LINE_CHARS:]
         rank, text = strip_prefixes(seg.rstrip())
-        out.append(Line(number, rank, text, seg.rstrip("\n")))
+        if text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
+            out.append(Line(number, rank, text, seg.rstrip("\n")))
     return out
 
 
