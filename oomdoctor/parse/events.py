@@ -109,7 +109,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
             if prev_raw.endswith(" ") and not text.endswith(" "):
                 text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB"
             offsets.append(len(text))
-            text += nxt.raw
+            text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
         elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text):
             text += " "
             offsets.append(len(text))
@@ -118,6 +118,13 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
             break
         j += 1
     return text, j, offsets
+
+
+def _prefixed(line: Line) -> bool:
+    """Whether normalising took a prefix off the line. When the first line of a hard-wrapped message has one and its
+    continuation too, the collector or launcher put it on every line after the wrap: the continuation is its text.
+    Otherwise the continuation is taken raw (a fragment that looks like a prefix, "12: ...", is the message's)."""
+    return len(line.raw) > len(line.text) and len(line.raw.rstrip()) > len(line.text)
 
 
 def _implausible(f: dict) -> tuple[str, ...]:

@@ -65,9 +65,6 @@ def strip_prefixes(text: str) -> tuple[int | None, str]:
     """Remove launcher and logging prefixes (in any order, several deep); return (rank, rest)."""
     rank: int | None = None
     for _ in range(6):
-        if text[:1] == ">" and (text.startswith(QUOTE_MARKS) or text == ">"):
-            text = text[2:]
-            continue
         m = RANK_PREFIX.match(text)
         if m:
             if rank is None:
@@ -86,6 +83,8 @@ def normalize(number: int, raw: str) -> list[Line]:
     """Split a physical line on \\r redraws and clean each segment; empty segments are dropped."""
     raw = ANSI.sub("", raw) if "\x1b" in raw else raw
     raw = HTML_ENTITY.sub(lambda m: html.unescape(m.group()), raw) if "&" in raw else raw
+    while raw[:1] == ">" and (raw.startswith(QUOTE_MARKS) or raw.rstrip("\r\n") == ">"):  # added on paste, after
+        raw = raw[2:]  # any wrap: off the raw line too, so widths and rejoined wraps are the log's own
     out: list[Line] = []
     for seg in raw.split("\r") if "\r" in raw else (raw,):
         if not seg.strip():
