@@ -15,9 +15,9 @@ ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@
 RANK_PREFIX = lazy(
     r"""^(?:
         \[(?:rank|default)(?P<r1>\d{1,5})\]:\s?          # torchrun: [rank3]: / --tee: [default3]:
-      | rank(?P<r2>\d{1,5}):\s                           # rank3: text
+      | rank(?P<r2>\d{1,5}):(?:\s|$)                      # rank3: text
       | \[\d+,(?P<r3>\d{1,5})\]<std(?:out|err)>:\s?      # mpirun --tag-output: [1,3]<stderr>:
-      | (?P<r4>\d{1,4}):\s                               # srun --label: 3: text
+      | (?P<r4>\d{1,4}):(?:\s|$)                          # srun --label: 3: text
     )""",
     regex.VERBOSE,
 )
@@ -35,7 +35,7 @@ LOG_PREFIX = lazy(
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[|:]\s*(?:[\w.<>]+:)?(?:[\w.<>]+:\d+\s-\s)?   # ERROR:root: / loguru
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+-\s                        # INFO - text
       | -\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s(?:[\w.]+\s-\s)?      # - ERROR - module -
-      | [\w.<>-]{1,40}\s-\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s       # logging's name - LEVEL - (after its time)
+      | [\w.<>-]{1,40}\s-\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-(?:\s|$)  # logging's name - LEVEL - (after its time)
       | \[[\w./-]+:\d+(?::\w+)?\]\s                                             # [logging.py:96:log_dist]
       | [\w.-]{1,40}[-_]\d{1,3}\s{1,30}\|(?:\s|$)                               # docker compose: vllm-1  |     indented
       | [\w.-]{1,40}\s{1,4}\|\s(?=\S)                                          # docker compose: vllm  | text
