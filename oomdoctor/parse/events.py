@@ -30,7 +30,7 @@ from oomdoctor.parse.model import (
     RunContext,
     Value,
 )
-from oomdoctor.parse.normalize import Line, normalize_region
+from oomdoctor.parse.normalize import WRAP_MIN_WIDTH, Line, normalize_region, unwrap
 from oomdoctor.parse.reader import LimitWarning, ProgressFn, Region, check_path, scan
 from oomdoctor.parse.record import is_record_file
 from oomdoctor.parse.record import read as read_record
@@ -96,7 +96,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
     j = i
     while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES and not _COMPLETE.search(text):
         nxt = lines[j + 1]
-        if nxt.number != lines[j].number + 1 or not nxt.text.strip():
+        if nxt.number != lines[j].end + 1 or not nxt.text.strip():
             break
         prev_raw = lines[j].raw
         wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= 60 and (j > i or len(nxt.raw) <= width)
@@ -277,8 +277,6 @@ def has_trigger(text: str) -> bool:
     return _TRIGGERS.found_in(text)
 
 
-WRAP_MIN_WIDTH = 60  # a terminal or paste that hard-wraps lines does so at 60 columns or more
-
 
 def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     """lines[i] may be the tail of the line before it, cut by a hard wrap mid-word ("...: cudaMalloc fail" /
@@ -287,7 +285,7 @@ def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     if i == 0:
         return False
     prev, line = lines[i - 1], lines[i]
-    return (prev.number == line.number - 1 and prev.rank == line.rank and len(prev.raw) >= WRAP_MIN_WIDTH
+    return (prev.end == line.number - 1 and prev.rank == line.rank and len(prev.raw) >= WRAP_MIN_WIDTH
             and not prev.raw.endswith(" ") and not has_trigger(prev.text))
 
 
@@ -331,7 +329,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
-    lines = ctx.with_ray_ranks(lines)
+    lines = ctx.with_ray_ranks(unwrap(list(lines), has_trigger))
     root_rank = _root_cause_rank(lines, source)
     hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import regex
@@ -59,6 +60,12 @@ class Line:
     rank: int | None
     text: str
     raw: str = ""  # the segment before prefixes were stripped (ANSI removed): wrap widths are measured on it
+    last: int = 0  # the number of the last physical line, when a terminal's hard wrap was joined back (0: `number`)
+
+    @property
+    def end(self) -> int:
+        """The number of the last physical line this line came from."""
+        return self.last or self.number
 
 
 def strip_prefixes(text: str) -> tuple[int | None, str]:
@@ -79,6 +86,12 @@ def strip_prefixes(text: str) -> tuple[int | None, str]:
     return rank, text
 
 
+def _unpadded(raw: str) -> str:
+    """The raw line without padding: one trailing space may be where a terminal wrapped it (kept, it tells the wrap),
+    two or more are a markdown line break, an editor's or a console copy's padding (dropped: no wrap is told)."""
+    return raw.rstrip(" \t") if raw.endswith(("  ", "\t", " \t", "\t ")) else raw
+
+
 def normalize(number: int, raw: str) -> list[Line]:
     """Split a physical line on \\r redraws and clean each segment; empty segments are dropped."""
     raw = ANSI.sub("", raw) if "\x1b" in raw else raw
@@ -93,7 +106,7 @@ def normalize(number: int, raw: str) -> list[Line]:
             seg = seg[-MAX_LINE_CHARS:]
         rank, text = strip_prefixes(seg.rstrip())
         if text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
-            out.append(Line(number, rank, text, seg.rstrip("\n")))
+            out.append(Line(number, rank, text, _unpadded(seg.rstrip("\n"))))
     return out
 
 
@@ -102,4 +115,47 @@ def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
     out: list[Line] = []
     for i, raw in enumerate(lines):
         out.extend(normalize(first_line + i, raw))
+    return out
+
+
+WRAP_MIN_WIDTH = 60  # a terminal or paste that hard-wraps lines does so at 60 columns or more
+# A line that starts a record of its own is never the rest of a wrapped one.
+_RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d)")
+
+
+def terminal_width(lines: list[Line]) -> int | None:
+    """The width a terminal hard-wrapped the log at, when it looks copied from one: no line is longer than the
+    longest (at least WRAP_MIN_WIDTH columns), and at least two different lines fill it exactly."""
+    width = max((len(ln.raw) for ln in lines), default=0)
+    if width < WRAP_MIN_WIDTH:
+        return None
+    full = {ln.raw for ln in lines if len(ln.raw) == width}
+    return width if len(full) >= 2 else None
+
+
+def unwrap(lines: list[Line], leave: Callable[[str], bool]) -> list[Line]:
+    """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
+    the width goes on in the next, unless the next starts a record of its own or starts as the line did (a record of
+    the same kind: a log's fixed-format lines can be its widest). A line the program printed exactly that wide cannot
+    be told from one cut there. Lines for which `leave` is true (an OOM message's) are left with the rows after them
+    for the message reader, which tries each way of rejoining them."""
+    width = terminal_width(lines)
+    if width is None:
+        return lines
+    out: list[Line] = []
+    i = 0
+    while i < len(lines):
+        j, raw = i, lines[i].raw
+        while (len(lines[j].raw) == width and j + 1 < len(lines) and lines[j + 1].number == lines[j].number + 1
+               and not _RECORD_START.match(lines[j + 1].raw) and lines[j + 1].raw[:4] != lines[j].raw[:4]):
+            j += 1
+            raw += lines[j].raw
+        if j == i:
+            out.append(lines[i])
+        elif leave(lines[i].text):
+            out.extend(lines[i:j + 1])
+        else:
+            rank, text = strip_prefixes(raw.rstrip())
+            out.append(Line(lines[i].number, rank, text, raw, lines[j].number))
+        i = j + 1
     return out
