@@ -125,19 +125,29 @@ _RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exc
 
 def terminal_width(lines: list[Line]) -> int | None:
     """The width a terminal hard-wrapped the log at, when it looks copied from one: no line is longer than the
-    longest (at least WRAP_MIN_WIDTH columns), and at least two different lines fill it exactly."""
+    longest (at least WRAP_MIN_WIDTH columns), at least two different lines fill it exactly, and most of those go on
+    in a row that can be their rest (a log whose widest lines are records of one fixed format is not wrapped)."""
     width = max((len(ln.raw) for ln in lines), default=0)
     if width < WRAP_MIN_WIDTH:
         return None
-    full = {ln.raw for ln in lines if len(ln.raw) == width}
-    return width if len(full) >= 2 else None
+    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width]
+    go_on = sum(1 for k in full if _goes_on(lines, k))
+    return width if len({lines[k].raw for k in full}) >= 2 and 2 * go_on > len(full) else None
+
+
+def _goes_on(lines: list[Line], k: int) -> bool:
+    """Whether lines[k + 1] can be the rest of lines[k]: the next physical line, starting no record of its own and
+    not as lines[k] did (a record of the same kind)."""
+    if k + 1 >= len(lines):
+        return False
+    ln, nxt = lines[k], lines[k + 1]
+    return nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
 
 
 def unwrap(lines: list[Line], leave: Callable[[str], bool]) -> list[Line]:
     """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
-    the width goes on in the next, unless the next starts a record of its own or starts as the line did (a record of
-    the same kind: a log's fixed-format lines can be its widest). A line the program printed exactly that wide cannot
-    be told from one cut there. Lines for which `leave` is true (an OOM message's) are left with the rows after them
+    the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
+    cut there. Lines for which `leave` is true (an OOM message's) are left with the rows after them
     for the message reader, which tries each way of rejoining them."""
     width = terminal_width(lines)
     if width is None:
@@ -146,8 +156,7 @@ def unwrap(lines: list[Line], leave: Callable[[str], bool]) -> list[Line]:
     i = 0
     while i < len(lines):
         j, raw = i, lines[i].raw
-        while (len(lines[j].raw) == width and j + 1 < len(lines) and lines[j + 1].number == lines[j].number + 1
-               and not _RECORD_START.match(lines[j + 1].raw) and lines[j + 1].raw[:4] != lines[j].raw[:4]):
+        while len(lines[j].raw) == width and _goes_on(lines, j):
             j += 1
             raw += lines[j].raw
         if j == i:
