@@ -11,7 +11,6 @@ skipped. Held-out fixtures (bench.accuracy.held_out) are skipped before their lo
 from __future__ import annotations
 
 import argparse
-import html
 import os
 import signal
 import sys
