@@ -132,6 +132,12 @@ def test_a_terminal_copy_is_unwrapped_but_fixed_format_lines_are_not():
     bars = _lines(["[Epoch 10/250][Iter 2050/2068][lr 0.001000][Loss: obj 11.29 || cls 4.09 || time: 1.01]",
                    "[Epoch 10/250][Iter 2060/2068][lr 0.001000][Loss: obj 19.60 || cls 9.24 || time: 1.01]", "eval ..."])
     assert terminal_width(bars) is None  # the widest lines are records of one format, each followed by the next
+    smi = _lines(["| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |",
+                  "|   0  Tesla V100-SXM2...  On   | 00000000:00:08.0 Off |                    0 |",
+                  "| N/A   54C    P0   246W / 300W |  15514MiB / 16130MiB |    100%      Default |",
+                  "+-------------------------------+----------------------+----------------------+",
+                  "RuntimeError: CUDA error: out of memory"])
+    assert unwrap(smi, lambda t: False) == smi  # a table row is whole; an exception starts a record
 
 
 @pytest.mark.timeout(20)

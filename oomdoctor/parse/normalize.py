@@ -120,7 +120,9 @@ def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
 
 WRAP_MIN_WIDTH = 60  # a terminal or paste that hard-wraps lines does so at 60 columns or more
 # A line that starts a record of its own is never the rest of a wrapped one.
-_RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d)")
+_RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d"
+                     r"|\w+Error:|\w+Exception:)")
+_TABLE_EDGES = ("|", "+")  # a table row (nvidia-smi's) starts and ends with one: it is whole, however wide
 
 
 def terminal_width(lines: list[Line]) -> int | None:
@@ -141,14 +143,15 @@ def _goes_on(lines: list[Line], k: int) -> bool:
     if k + 1 >= len(lines):
         return False
     ln, nxt = lines[k], lines[k + 1]
-    return nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
+    return (nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
+            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES)))
 
 
 def unwrap(lines: list[Line], leave: Callable[[str], bool]) -> list[Line]:
     """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
     the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
-    cut there. Lines for which `leave` is true (an OOM message's) are left with the rows after them
-    for the message reader, which tries each way of rejoining them."""
+    cut there. A line holding what `leave` looks for (an OOM message's trigger) is left with the rows after it for
+    the message reader, which tries each way of rejoining them."""
     width = terminal_width(lines)
     if width is None:
         return lines
