@@ -5,7 +5,8 @@ it, with Windows line ends, behind a collector's timestamp or a launcher's rank 
 tab-indented or HTML-escaped from a scraped page. Each transform below is one such presentation; the facts read
 (events: kind, figures, phase, step, rank) and the first three diagnosis categories and fixes must not change. For
 the rank-prefix transforms the expected rank is the prefix's, and fixtures whose events already carry one are
-skipped. Held-out fixtures (bench.accuracy.held_out) are skipped before their log is opened.
+skipped; for the terminal wraps the expected facts are those of the log as the screen showed it (a \r-redrawn line
+keeps its last state: the copy holds no more). Held-out fixtures (bench.accuracy.held_out) are skipped before their log is opened.
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ TRANSFORMS: dict[str, tuple[Callable[[str], str], str]] = {
     "rank-srun": (_prefix(lambda i: f"{PREFIX_RANK}: "), "slurm's srun -l labels each task's lines"),
 }
 RANK_TRANSFORMS = ("rank-torchrun", "rank-tee", "rank-srun")
+# Copied from a terminal's screen: compared with the log as the screen showed it (each \r redraw over the one before).
+SCREENED = ("wrap-80", "wrap-120")
 # Where a transform cannot be invariant, and why (printed under the table).
 LIMITS = {
     "wrap-80": "a line printed exactly as wide as the terminal cannot be told from one it cut; the rows of a wrapped OOM "
@@ -180,6 +183,12 @@ def _read(path: Path) -> str:
     return path.read_bytes().decode("utf-8", "surrogateescape")
 
 
+def _write(path: Path, text: str) -> str:
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    return str(path)
+
+
 def check(fx: Fixture, names: list[str], registry: dict, tmp: Path, want: dict | None = None) -> dict[str, list[str] | None]:
     """Transform name -> differences (empty: invariant; None: skipped) for one fixture (`want`: its signature)."""
     want = want or signature(str(fx.log), registry)
@@ -192,12 +201,13 @@ def check(fx: Fixture, names: list[str], registry: dict, tmp: Path, want: dict |
                 out[name] = None
                 continue
             expected = {**want, "events": [{**e, "rank": PREFIX_RANK} for e in want["events"]]}
-        copy = tmp / name / fx.log.name
-        copy.parent.mkdir(exist_ok=True)
-        copy.write_bytes(TRANSFORMS[name][0](text).encode("utf-8", "surrogateescape"))
         signal.alarm(TIMEOUT_S)  # a parse that never ends (a loop the presentation set off) is a difference too
         try:
-            out[name] = differences(expected, signature(str(copy), registry))
+            if name in SCREENED and "\r" in text:  # a terminal shows a redrawn line's last state: the copy holds no more
+                expected = signature(_write(tmp / "screen" / fx.log.name, _each_line(text, lambda i, ln: _screen(ln))),
+                                     registry)
+            out[name] = differences(expected, signature(_write(tmp / name / fx.log.name, TRANSFORMS[name][0](text)),
+                                                        registry))
         except Exception as exc:  # one crash is a difference, not the end of the bench
             out[name] = [f"{type(exc).__name__}: {exc}"]
         finally:
