@@ -111,8 +111,15 @@ def test_a_launcher_prefix_alone_is_an_empty_line():
 
 
 def test_trailing_padding_tells_no_wrap_but_one_space_does():
-    assert _one("Epoch 1, step 12  ").raw == "Epoch 1, step 12"
-    assert _one("this process has ").raw == "this process has "
+    msg = ("RuntimeError: CUDA out of memory. Tried to allocate 464.00 MiB (GPU 1; 10.76 GiB total capacity; 7.33 GiB already "
+           "allocated; 97.19 MiB free; 1.19 GiB cached)")
+    cut = msg.index("already") - 3  # mid-word: "...7.33 G" / "iB already"
+    want = parse_text(msg[:cut] + "\n" + msg[cut:] + "\n").events[0]
+    padded = parse_text(msg[:cut] + "  \n" + msg[cut:] + "  \n").events[0]
+    assert want.allocated_bytes and padded.allocated_bytes == want.allocated_bytes
+    space = msg.index("already")  # "...7.33 GiB " / "already": the trailing space tells the wrap
+    at_space = parse_text(msg[:space] + "\n" + msg[space:] + "\n").events[0]
+    assert at_space.allocated_bytes == want.allocated_bytes
 
 
 def _lines(rows: list[str]) -> list[Line]:
