@@ -120,9 +120,9 @@ RANK_TRANSFORMS = ("rank-torchrun", "rank-tee", "rank-srun")
 SCREENED = ("wrap-80", "wrap-120")
 # Where a transform cannot be invariant, and why (printed under the table).
 LIMITS = {
-    "wrap-80": "a line printed exactly as wide as the terminal cannot be told from one it cut; the rows of a wrapped OOM "
-               "message are left to the message reader (which tries each way of rejoining them, as it must for word "
-               "wraps); the other residual differences are listed with -v, not yet fixed",
+    "wrap-80": "a line printed exactly as wide as the terminal cannot be told from one it cut, nor a row cut inside a "
+               "run of blanks (a bar's padding) from a padded line; a wrapped OOM message's rows are left to the message "
+               "reader (it tries each way of rejoining them, as word wraps need); the rest is listed with -v, not fixed",
     "wrap-120": "as wrap-80",
     "trailing-spaces": "a line a terminal wrapped at a space and an editor then padded cannot be told from a padded one",
 }
