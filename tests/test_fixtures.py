@@ -21,7 +21,6 @@ KNOWN_GAPS = {
     "mix-espresso-fairseq-oom-summary.log": "held-out, scored only: phase: train is only in fairseq's warning wording",
     "p3-lmmr1-kvcache.log": "Ray actors: three processes' CUDA errors read as two; vLLM wake_up not a generate frame",
     "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tag and init from ShardCannotStart are not read",
-    "p28-anomalygpt-load-hostoom.log": "line: the launcher's kill line is hard-wrapped, the event is put on its last piece",
     "p27-faststyle-batch.log": "phase: a training loop named optimize() running `train_step.run(...)` is not read as train",
     "p38-tfmodels-mnist-eval.log": "phase: TF Estimator's 'Saving checkpoints' line is read as a save; evaluation followed it "
                                    "(the rules discount a save for TensorFlow)",

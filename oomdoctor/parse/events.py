@@ -30,7 +30,7 @@ from oomdoctor.parse.model import (
     RunContext,
     Value,
 )
-from oomdoctor.parse.normalize import Line, normalize_region
+from oomdoctor.parse.normalize import WRAP_MIN_WIDTH, Line, normalize_region, unwrap
 from oomdoctor.parse.reader import LimitWarning, ProgressFn, Region, check_path, scan
 from oomdoctor.parse.record import is_record_file
 from oomdoctor.parse.record import read as read_record
@@ -96,7 +96,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
     j = i
     while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES and not _COMPLETE.search(text):
         nxt = lines[j + 1]
-        if nxt.number != lines[j].number + 1 or not nxt.text.strip():
+        if nxt.number != lines[j].end + 1 or not nxt.text.strip():
             break
         prev_raw = lines[j].raw
         wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= 60 and (j > i or len(nxt.raw) <= width)
@@ -109,7 +109,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
             if prev_raw.endswith(" ") and not text.endswith(" "):
                 text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB"
             offsets.append(len(text))
-            text += nxt.raw
+            text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
         elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text):
             text += " "
             offsets.append(len(text))
@@ -118,6 +118,13 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
             break
         j += 1
     return text, j, offsets
+
+
+def _prefixed(line: Line) -> bool:
+    """Whether normalising took a prefix off the line. When the first line of a hard-wrapped message has one and its
+    continuation too, the collector or launcher put it on every line after the wrap: the continuation is its text.
+    Otherwise the continuation is taken raw (a fragment that looks like a prefix, "12: ...", is the message's)."""
+    return len(line.raw) > len(line.text) and len(line.raw.rstrip()) > len(line.text)
 
 
 def _implausible(f: dict) -> tuple[str, ...]:
@@ -270,8 +277,6 @@ def has_trigger(text: str) -> bool:
     return _TRIGGERS.found_in(text)
 
 
-WRAP_MIN_WIDTH = 60  # a terminal or paste that hard-wraps lines does so at 60 columns or more
-
 
 def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     """lines[i] may be the tail of the line before it, cut by a hard wrap mid-word ("...: cudaMalloc fail" /
@@ -280,7 +285,7 @@ def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     if i == 0:
         return False
     prev, line = lines[i - 1], lines[i]
-    return (prev.number == line.number - 1 and prev.rank == line.rank and len(prev.raw) >= WRAP_MIN_WIDTH
+    return (prev.end == line.number - 1 and prev.rank == line.rank and len(prev.raw) >= WRAP_MIN_WIDTH
             and not prev.raw.endswith(" ") and not has_trigger(prev.text))
 
 
@@ -290,7 +295,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     nxt = _NextMessage(lines)
     i = 0
     while i < len(lines):
-        t = lines[i].text
+        t, trigger = lines[i].text, i
         if not has_trigger(t) or ctx.FRAME.match(t):
             i += 1
             continue
@@ -304,8 +309,9 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
         if c is None or (code_like and not c.full) or _superseded(lines, i, c, nxt):
             i += 1
             continue
-        if c.fmt.single_line:
-            text, end, offsets = lines[i].text, i, [0]
+        if c.fmt.single_line:  # its line alone, or the lines a hard wrap cut it over ("...with si" / "gnal SIGKILL")
+            k = max(k for k, off in enumerate(offsets) if c.match is None or off < c.match.end())
+            text, end, offsets = text[:offsets[k + 1]] if k + 1 < len(offsets) else text, i + k, offsets[:k + 1]
         start, first = i, 0
         if c.match is not None:  # the message may begin on a later line than the trigger
             k = max(k for k, off in enumerate(offsets) if off <= c.match.start())
@@ -318,12 +324,12 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
                 break
             yield _Hit(c2, start, end, rest)
             rest = rest[c2.match.end():]
-        i = end + 1 if c.kind != "host_oom" else i + 1
+        i = max(end + 1 if c.kind != "host_oom" else i + 1, trigger + 1)  # never back to a line already tried
 
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
-    lines = ctx.with_ray_ranks(lines)
+    lines = ctx.with_ray_ranks(unwrap(list(lines), has_trigger))
     root_rank = _root_cause_rank(lines, source)
     hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)

@@ -1,7 +1,9 @@
-"""Turn raw log lines into clean text: no ANSI codes, no progress-bar redraws, no rank or logging prefixes."""
+"""Turn raw log lines into clean text: no ANSI codes, HTML escapes, redraws, quote marks, rank or logging prefixes."""
 
 from __future__ import annotations
 
+import html
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import regex
@@ -14,16 +16,17 @@ ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@
 RANK_PREFIX = lazy(
     r"""^(?:
         \[(?:rank|default)(?P<r1>\d{1,5})\]:\s?          # torchrun: [rank3]: / --tee: [default3]:
-      | rank(?P<r2>\d{1,5}):\s                           # rank3: text
+      | rank(?P<r2>\d{1,5}):(?:\s|$)                      # rank3: text
       | \[\d+,(?P<r3>\d{1,5})\]<std(?:out|err)>:\s?      # mpirun --tag-output: [1,3]<stderr>:
-      | (?P<r4>\d{1,4}):\s                               # srun --label: 3: text
+      | (?P<r4>\d{1,4}):(?:\s|$)                          # srun --label: 3: text
     )""",
     regex.VERBOSE,
 )
 # Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
 LOG_PREFIX = lazy(
     r"""^(?:
-        \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
+        \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\sstd(?:out|err)\s[FP](?:\s|$)   # k8s CRI: ...Z stdout F
+      | \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                       # [12:00:00]
       | \d\d:\d\d:\d\d[.,]\d{1,6}(?!\d)\s*                                       # a collector's 16:49:33.632
 
@@ -33,13 +36,18 @@ LOG_PREFIX = lazy(
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[|:]\s*(?:[\w.<>]+:)?(?:[\w.<>]+:\d+\s-\s)?   # ERROR:root: / loguru
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+-\s                        # INFO - text
       | -\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s(?:[\w.]+\s-\s)?      # - ERROR - module -
+      | [\w.<>-]{1,40}\s-\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-(?:\s|$)  # logging's name - LEVEL - (after its time)
       | \[[\w./-]+:\d+(?::\w+)?\]\s                                             # [logging.py:96:log_dist]
-      | [\w.-]{1,40}\s{1,4}\|\s(?=\S)                                          # docker compose: vllm-1  | text
+      | [\w.-]{1,40}[-_]\d{1,3}\s{1,30}\|(?:\s|$)                               # docker compose: vllm-1  |     indented
+      | [\w.-]{1,40}\s{1,4}\|\s(?=\S)                                          # docker compose: vllm  | text
       | (?:localhost|worker-?\d+|node-?\d+|[\w-]+-\d+|\d{1,3}(?:\.\d{1,3}){3}):\s   # pdsh: worker-1: / 10.0.0.5:
     )""",
     regex.VERBOSE,
 )
 
+# The character references a scraped web page leaves in its text (`&gt;`, `&#39;`, `&quot;`): read as the characters.
+HTML_ENTITY = lazy(r"&(?:amp|lt|gt|quot|apos|nbsp|#\d{1,5}|#[xX][0-9a-fA-F]{1,4});")
+QUOTE_MARKS = ("> ", ">\t")  # a markdown quote (a log pasted into an issue): "> " on every line, ">" on empty ones
 
 MAX_LINE_CHARS = 64 * 1024
 
@@ -52,6 +60,12 @@ class Line:
     rank: int | None
     text: str
     raw: str = ""  # the segment before prefixes were stripped (ANSI removed): wrap widths are measured on it
+    last: int = 0  # the number of the last physical line, when a terminal's hard wrap was joined back (0: `number`)
+
+    @property
+    def end(self) -> int:
+        """The number of the last physical line this line came from."""
+        return self.last or self.number
 
 
 def strip_prefixes(text: str) -> tuple[int | None, str]:
@@ -72,9 +86,18 @@ def strip_prefixes(text: str) -> tuple[int | None, str]:
     return rank, text
 
 
+def _unpadded(raw: str) -> str:
+    """The raw line without padding: one trailing space may be where a terminal wrapped it (kept, it tells the wrap),
+    two or more are a markdown line break, an editor's or a console copy's padding (dropped: no wrap is told)."""
+    return raw.rstrip(" \t") if raw.endswith(("  ", "\t", " \t", "\t ")) else raw
+
+
 def normalize(number: int, raw: str) -> list[Line]:
     """Split a physical line on \\r redraws and clean each segment; empty segments are dropped."""
     raw = ANSI.sub("", raw) if "\x1b" in raw else raw
+    raw = HTML_ENTITY.sub(lambda m: html.unescape(m.group()), raw) if "&" in raw else raw
+    while raw[:1] == ">" and (raw.startswith(QUOTE_MARKS) or raw.rstrip("\r\n") == ">"):  # added on paste, after
+        raw = raw[2:]  # any wrap: off the raw line too, so widths and rejoined wraps are the log's own
     out: list[Line] = []
     for seg in raw.split("\r") if "\r" in raw else (raw,):
         if not seg.strip():
@@ -82,7 +105,8 @@ def normalize(number: int, raw: str) -> list[Line]:
         if len(seg) > MAX_LINE_CHARS:  # keep the end: a message glued to a long line comes last
             seg = seg[-MAX_LINE_CHARS:]
         rank, text = strip_prefixes(seg.rstrip())
-        out.append(Line(number, rank, text, seg.rstrip("\n")))
+        if text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
+            out.append(Line(number, rank, text, _unpadded(seg.rstrip("\n"))))
     return out
 
 
@@ -91,4 +115,59 @@ def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
     out: list[Line] = []
     for i, raw in enumerate(lines):
         out.extend(normalize(first_line + i, raw))
+    return out
+
+
+WRAP_MIN_WIDTH = 60  # a terminal or paste that hard-wraps lines does so at 60 columns or more
+# A line that starts a record of its own is never the rest of a wrapped one.
+_RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d"
+                     r"|\w+Error:|\w+Exception:)")
+_TABLE_EDGES = ("|", "+")  # a table row (nvidia-smi's) starts and ends with one: it is whole, however wide
+
+
+def terminal_width(lines: list[Line]) -> int | None:
+    """The width a terminal hard-wrapped the log at, when it looks copied from one: no line is longer than the
+    longest (at least WRAP_MIN_WIDTH columns), at least two different lines fill it exactly, and most of those go on
+    in a row that can be their rest (a log whose widest lines are records of one fixed format is not wrapped)."""
+    width = max((len(ln.raw) for ln in lines), default=0)
+    if width < WRAP_MIN_WIDTH:
+        return None
+    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width]
+    go_on = sum(1 for k in full if _goes_on(lines, k))
+    return width if len({lines[k].raw for k in full}) >= 2 and 2 * go_on > len(full) else None
+
+
+def _goes_on(lines: list[Line], k: int) -> bool:
+    """Whether lines[k + 1] can be the rest of lines[k]: the next physical line, starting no record of its own and
+    not as lines[k] did (a record of the same kind)."""
+    if k + 1 >= len(lines):
+        return False
+    ln, nxt = lines[k], lines[k + 1]
+    return (nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
+            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES)))
+
+
+def unwrap(lines: list[Line], leave: Callable[[str], bool]) -> list[Line]:
+    """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
+    the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
+    cut there. A line holding what `leave` looks for (an OOM message's trigger) is left with the rows after it for
+    the message reader, which tries each way of rejoining them."""
+    width = terminal_width(lines)
+    if width is None:
+        return lines
+    out: list[Line] = []
+    i = 0
+    while i < len(lines):
+        j, raw = i, lines[i].raw
+        while len(lines[j].raw) == width and _goes_on(lines, j):
+            j += 1
+            raw += lines[j].raw
+        if j == i:
+            out.append(lines[i])
+        elif leave(lines[i].text):
+            out.extend(lines[i:j + 1])
+        else:
+            rank, text = strip_prefixes(raw.rstrip())
+            out.append(Line(lines[i].number, rank, text, raw, lines[j].number))
+        i = j + 1
     return out

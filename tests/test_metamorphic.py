@@ -1,0 +1,166 @@
+"""The parser reads the same facts whatever the presentation: bench/metamorphic.py's transforms on a fixed sample."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from bench import metamorphic as M
+from bench.accuracy import held_out, project_of
+from oomdoctor.engine.loader import load_rules
+from oomdoctor.parse import context as ctx
+from oomdoctor.parse import parse_text
+from oomdoctor.parse.normalize import Line, normalize
+
+# Varied on purpose: HF/Keras/fastai/Ultralytics/Lightning bars and phases, pre-wrapped and rich-wrapped messages,
+# NCCL and TF lines, a host kill, a hard wrap inside a one-line message, fixed-format lines at the log's widest.
+SAMPLE = (
+    "generated/gen-hf-eval-at-5", "generated/gen-keras-val-epoch1", "generated/gen-fastai-train-epoch2-batch4",
+    "generated/gen-ultralytics-val-epoch1", "generated/gen-lightning-test-after-fit", "generated/gen-diffusers-sample-unet",
+    "synthetic/syn-wrapped-ansi", "synthetic/syn-llava7b-lora-40g-batch16",
+    "reconstructed/c-nccl-multinode-p2p-calloc", "reconstructed/p3-tomotwin-hostoom",
+    "reconstructed/n3-sipmask-mmdet-wrapped-cached", "reconstructed/p115-rl4lms-t5-ppo-rich-wrapped",
+    "reconstructed/p81-yolofamily-voc-eval-exit137", "reconstructed/p117-cuml-svc-gridsearch-fitfailed",
+    "reconstructed/b-lorafast-flux-to-device", "reconstructed/e2-alpaca-fsdp-clone-save",
+)
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 426.00 MiB. GPU 3 has a total capacity of 79.32 GiB "
+       "of which 69.56 MiB is free.")
+
+
+@pytest.fixture(scope="module")
+def registry() -> dict:
+    return load_rules([])
+
+
+@pytest.fixture(scope="module")
+def sample(registry) -> list[tuple[M.Fixture, dict]]:
+    """The sample's fixtures, each with what it reads as written."""
+    out = []
+    for name in SAMPLE:
+        group, stem = name.split("/")
+        sidecar = M.REPO / "fixtures" / group / f"{stem}.yaml"
+        assert not held_out(project_of((yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}).get("source")))
+        log = sidecar.with_suffix(".log")
+        out.append((M.Fixture(group, log), M.signature(str(log), registry)))
+    return out
+
+
+def test_the_bench_skips_held_out_fixtures_before_opening_their_log(tmp_path):
+    held = next(f"owner/repo{k}" for k in range(100) if held_out(f"owner/repo{k}"))
+    dev = next(f"owner/repo{k}" for k in range(100) if not held_out(f"owner/repo{k}"))
+    (tmp_path / "reconstructed").mkdir()
+    for stem, source in (("h", held), ("d", dev)):
+        (tmp_path / "reconstructed" / f"{stem}.yaml").write_text(f"source: {source}#1\n", encoding="utf-8")
+        (tmp_path / "reconstructed" / f"{stem}.log").write_text("x\n", encoding="utf-8")
+    assert [fx.log.stem for fx in M.fixtures(tmp_path)] == ["d"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", list(M.TRANSFORMS))
+def test_each_presentation_reads_the_same_facts(name, sample, registry, tmp_path):
+    results = {fx.log.stem: M.check(fx, [name], registry, tmp_path, want)[name] for fx, want in sample}
+    assert {k: v for k, v in results.items() if v} == {}
+    if name in M.RANK_TRANSFORMS:
+        assert sum(v is not None for v in results.values()) >= 10  # the sample's unranked logs were tried
+
+
+# ---- each normalisation on a real-looking line ----------------------------------------------------------
+
+
+def _one(raw: str) -> Line:
+    lines = normalize(7, raw)
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_html_character_references_are_read_as_their_characters():
+    ln = _one("  File &quot;/home/user/train.py&quot;, line 12, in main")
+    assert ln.text == '  File "/home/user/train.py", line 12, in main' and ctx.FRAME.match(ln.text)
+    assert _one("If reserved memory is &gt;&gt; allocated memory try setting &#39;max_split_size_mb&#39;").text == (
+        "If reserved memory is >> allocated memory try setting 'max_split_size_mb'")
+    assert _one("a &amp;lt; b").text == "a &lt; b"  # one level, as the page escaped it
+
+
+def test_markdown_quote_marks_come_off_the_raw_line():
+    ln = _one("> [rank1]: " + OOM)
+    assert (ln.rank, ln.text) == (1, OOM) and ln.raw == "[rank1]: " + OOM
+    assert normalize(8, ">") == [] and normalize(9, "> ") == []
+    assert _one(">   File \"train.py\", line 3").text == "  File \"train.py\", line 3"  # one space is the quote's
+    assert _one(">>> import torch").text == ">>> import torch"  # a Python prompt is not a quote
+
+
+def test_kubernetes_cri_prefix_keeps_the_indentation():
+    ln = _one('2024-05-01T12:00:01.123456789Z stderr F     loss.backward()')
+    assert ln.text == "    loss.backward()"
+    assert normalize(2, "2024-05-01T12:00:01.123456789Z stdout F ") == []
+
+
+def test_logging_name_level_prefix_after_its_time():
+    assert _one(f"2024-05-01 12:00:01,123 - train - ERROR - {OOM}").text == OOM
+    assert normalize(2, "2024-05-01 12:00:01,124 - train - INFO - ") == []
+
+
+def test_docker_compose_prefix_on_indented_and_empty_lines():
+    assert _one('trainer-1  |     File "train.py", line 12, in main').text == '    File "train.py", line 12, in main'
+    assert normalize(2, "trainer-1  | ") == []
+
+
+def test_a_launcher_prefix_alone_is_an_empty_line():
+    assert normalize(2, "3: ") == [] and normalize(3, "rank3: ") == []
+    assert (_one("3: " + OOM).rank, _one("3: " + OOM).text) == (3, OOM)
+
+
+def test_trailing_padding_tells_no_wrap_but_one_space_does():
+    msg = ("RuntimeError: CUDA out of memory. Tried to allocate 464.00 MiB (GPU 1; 10.76 GiB total capacity; 7.33 GiB already "
+           "allocated; 97.19 MiB free; 1.19 GiB cached)")
+    cut = msg.index("already") - 3  # mid-word: "...7.33 G" / "iB already"
+    want = parse_text(msg[:cut] + "\n" + msg[cut:] + "\n").events[0]
+    padded = parse_text(msg[:cut] + "  \n" + msg[cut:] + "  \n").events[0]
+    assert want.allocated_bytes and padded.allocated_bytes == want.allocated_bytes
+    space = msg.index("already")  # "...7.33 GiB " / "already": the trailing space tells the wrap
+    at_space = parse_text(msg[:space] + "\n" + msg[space:] + "\n").events[0]
+    assert at_space.allocated_bytes == want.allocated_bytes
+
+
+def _lines(rows: list[str]) -> list[Line]:
+    return [ln for k, row in enumerate(rows, 1) for ln in normalize(k, row)]
+
+
+def test_a_terminal_copy_is_unwrapped_but_fixed_format_lines_are_not():
+    from oomdoctor.parse.normalize import terminal_width, unwrap
+
+    frame = '  File "/home/user/miniconda3/envs/dev/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl'
+    rows = [frame[:80], frame[80:], "Epoch 3: 100%|" + "#" * 66, "12/12 [00:03<00:00]", "done"]
+    lines = _lines(rows)
+    assert terminal_width(lines) == 80
+    joined = unwrap(lines, lambda t: False)
+    assert [ln.text for ln in joined] == [frame, "Epoch 3: 100%|" + "#" * 66 + "12/12 [00:03<00:00]", "done"]
+    assert (joined[0].number, joined[0].end) == (1, 2)
+    bars = _lines(["[Epoch 10/250][Iter 2050/2068][lr 0.001000][Loss: obj 11.29 || cls 4.09 || time: 1.01]",
+                   "[Epoch 10/250][Iter 2060/2068][lr 0.001000][Loss: obj 19.60 || cls 9.24 || time: 1.01]", "eval ..."])
+    assert terminal_width(bars) is None  # the widest lines are records of one format, each followed by the next
+    smi = _lines(["| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |",
+                  "|   0  Tesla V100-SXM2...  On   | 00000000:00:08.0 Off |                    0 |",
+                  "| N/A   54C    P0   246W / 300W |  15514MiB / 16130MiB |    100%      Default |",
+                  "+-------------------------------+----------------------+----------------------+",
+                  "RuntimeError: CUDA error: out of memory"])
+    assert unwrap(smi, lambda t: False) == smi  # a table row is whole; an exception starts a record
+
+
+@pytest.mark.timeout(20)
+def test_a_hard_wrap_inside_a_one_line_message_ends():
+    text = ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with si\n"
+            "gnal SIGKILL\n"
+            "/home/user/miniconda3/envs/tomotwin/lib/python3.10/multiprocessing/resource_trac\n"
+            "ker.py:224: UserWarning: resource_tracker: There appear to be 1 leaked semaphore\n")
+    events = parse_text(text).events
+    assert [e.kind for e in events] == ["host_oom"]
+
+
+def test_a_prefixed_wrapped_message_is_rejoined_from_its_text():
+    msg = ("RuntimeError: CUDA out of memory. Tried to allocate 464.00 MiB (GPU 1; 10.76 GiB total capacity; 7.33 GiB already "
+           "allocated; 97.19 MiB free; 1.19 GiB cached)")
+    rows = [msg[:118], msg[118:]]
+    plain = parse_text("\n".join(rows) + "\n").events
+    k8s = parse_text("".join(f"2024-05-01T12:00:0{k}.000000001Z stderr F {r}\n" for k, r in enumerate(rows))).events
+    assert plain[0].free_bytes and (k8s[0].free_bytes, k8s[0].reserved_bytes) == (plain[0].free_bytes, plain[0].reserved_bytes)
