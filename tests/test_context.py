@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from oomdoctor.parse.context import config_from
-from oomdoctor.parse.normalize import Line
+from oomdoctor.parse.normalize import Line, normalize_region
+
+
+def _config_of(texts: list[str]) -> dict:
+    return config_from(normalize_region(1, texts), "train.log")
 
 
 def stacks(*texts: str) -> list[str]:
@@ -1053,3 +1057,26 @@ def test_in_evaluation_a_bar_started_after_a_finished_one_counts_evaluation_batc
     assert (event.phase, event.step) == ("eval", 10)  # the epoch's training bar, finished; not the validation bar's 3
     unfinished = one(_fastprogress(10, 7) + _fastprogress(8, 3) + frames + MSG)
     assert unfinished.step == 3  # no finished training bar before it: nothing to prefer
+
+
+def test_the_batch_hf_trainer_unsloth_and_accelerate_loops_announce():
+    # HF Trainer's "***** Running training *****" banner (transformers 5 under its logger's name), its evaluation
+    # banner, and Unsloth's one-row banner
+    cfg = _config_of([
+        "[transformers] ***** Running training *****",
+        "[transformers]   Instantaneous batch size per device = 4",
+        "[transformers]   Total train batch size (w. parallel, distributed & accumulation) = 8",
+        "[transformers]   Gradient Accumulation steps = 2",
+        "[INFO|trainer.py:4122] 2024-11-05 10:02:27,726 >>   Batch size = 16",
+    ])
+    assert (cfg["per_device_train_batch_size"].value, cfg["gradient_accumulation_steps"].value) == (4, 2)
+    assert cfg["per_device_eval_batch_size"].value == 16
+    unsloth = _config_of([
+        "==((====))==  Unsloth - 2x faster free finetuning | Num GPUs used = 2",
+        r"O^O/ \_/ \    Batch size per device = 2 | Gradient accumulation steps = 4",
+    ])
+    assert (unsloth["per_device_train_batch_size"].value, unsloth["gradient_accumulation_steps"].value) == (2, 4)
+    assert unsloth["world_size"].value == 2
+    # prose and other totals are not the run's batch
+    assert _config_of(["the effective Batch size = 8 for this run", "Batch size = 32 and more",
+                    "  Total train batch size (w. parallel, distributed & accumulation) = 64"]) == {}

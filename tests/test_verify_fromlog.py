@@ -29,7 +29,8 @@ def test_config_carries_the_runs_facts_and_names_its_assumptions():
 
 
 def test_every_written_value_says_where_it_came_from(tmp_path):
-    # the ZeRO-3 seed: batch and accumulation from DeepSpeed's JSON config, the stage from its config print, the
+    # the ZeRO-3 seed: batch and accumulation from HF Trainer's training banner (the last print of them, after
+    # DeepSpeed's JSON config), the stage from its config print, the
     # limit from the OOM message; the config loads as written. A built-in replay's head count is derived.
     from oomdoctor.verify.config import load
     from oomdoctor.verify.fromlog import write
@@ -39,7 +40,7 @@ def test_every_written_value_says_where_it_came_from(tmp_path):
     write(str(log), out)
     lines = {ln.split(":", 1)[0].strip(): ln for ln in out.read_text().splitlines() if not ln.startswith("#")}
     text = log.read_bytes().decode().split("\n")  # no newline translation: \r stays inside its line
-    for key, fact_line in (("batch", 170), ("grad_accum", 167), ("zero_stage", 150), ("world_size", 145)):
+    for key, fact_line in (("batch", 177), ("grad_accum", 179), ("zero_stage", 150), ("world_size", 145)):
         quoted = lines[key].split(f"{log}:{fact_line}  ", 1)[1]
         assert quoted.rstrip("…")[:20] in text[fact_line - 1]  # the quoted text is that line's own
     assert f"{log}:249" in lines["limit"] and "phase" in lines and f"{log}:" in lines["phase"]

@@ -1115,6 +1115,20 @@ OFFLOAD_EACH = lazy(r"offload_(?P<what>optimizer|param)['\"]?\s{0,3}[:=]\s{0,3}\
 # CPUOffload(offload_params=True), FSDP2's CPUOffloadPolicy
 FSDP_OFFLOAD = lazy(r"fsdp_offload_params['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<v>true|false)\b|CPUOffload\(offload_params=(?P<v>True|False)\)"
                     r"|(?P<on>FSDPOption\.OFFLOAD\b|\bCPUOffloadPolicy\(|--fsdp[= ]['\"]?[a-z_ ]{0,60}\boffload\b)", regex.I)
+# The banner HF Trainer (and accelerate's example loops) print as training and evaluation start: "***** Running
+# training *****", then "  Instantaneous batch size per device = 4", "  Gradient Accumulation steps = 2"; "*****
+# Running Evaluation *****", then "  Batch size = 8" (the evaluation batch per device); transformers 5 logs them
+# under its "[transformers] " name. Unsloth's banner puts them on one row: "O^O/ \_/ \    Batch size per device = 2 |
+# Gradient accumulation steps = 4", and its GPUs on another ("Num GPUs used = 1", "Data Parallel GPUs = 1").
+HF_BANNER_BATCH = lazy(r"(?:(?<=^(?:\[[\w.]{1,40}\] )?\s{0,8})|(?<=\s{2}|\|\s))(?P<what>Instantaneous batch size per device"
+                       r"|Batch size per device|Gradient [Aa]ccumulation steps|Num GPUs used|Data Parallel GPUs"
+                       r"|(?<=^(?:\[[\w.]{1,40}\] )?\s{0,8})Batch size) = (?P<v>\d{1,9})(?=\s*(?:\||$))")
+_HF_BANNER_KEYS = {"Instantaneous batch size per device": "per_device_train_batch_size",
+                   "Batch size per device": "per_device_train_batch_size",
+                   "Gradient Accumulation steps": "gradient_accumulation_steps",
+                   "Gradient accumulation steps": "gradient_accumulation_steps",
+                   "Num GPUs used": "world_size", "Data Parallel GPUs": "world_size",
+                   "Batch size": "per_device_eval_batch_size"}
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
 STACKS: dict[str, regex.Pattern[str]] = {
@@ -1359,6 +1373,10 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
             for m in BARE_SWITCH.finditer(text):
                 cfg[_ALIAS_TO_KEY[m["key"]]] = Value(value=True, evidence=_ev(source, ln))
                 found = True
+    if " = " in text and ("atch size" in text or "ccumulation steps" in text or " GPUs " in text):
+        for m in HF_BANNER_BATCH.finditer(text):
+            cfg[_HF_BANNER_KEYS[m["what"]]] = Value(value=int(m["v"]), evidence=_ev(source, ln))
+            found = True
     if ("params" in text or "parameters" in text) and _param_counts(text, cfg, _ev(source, ln)):
         found = True
     if ("zero" in text or "ZeRO" in text) and ((m := ZERO_STAGE.search(text)) or ("zero" in text and (m := ZERO_CONFIG_FILE.search(text)))):
