@@ -26,6 +26,11 @@ RANK_PREFIX = lazy(
 LOG_PREFIX = lazy(
     r"""^(?:
         \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\sstd(?:out|err)\s[FP](?:\s|$)   # k8s CRI: ...Z stdout F
+      | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z(?:\s|$)                       # GitHub Actions' raw log: ...1234567Z text
+      | \d\d/\d\d/\d{4}\s\d\d:\d\d:\d\d\s-\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s[\w.<>-]{1,40}\s-(?:\s|$)
+                                                          # HF example scripts: 05/01/2024 12:00:01 - INFO - __main__ -
+      | (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s[\s\d]\d\s\d\d:\d\d:\d\d\s[\w.-]{1,64}\s[\w.@:/-]{1,64}\[\d{1,10}\]:(?:\s|$)
+                                                          # systemd journal: Nov 28 12:00:01 gpu-node-3 python[12345]:
       | \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                       # [12:00:00]
       | \d\d:\d\d:\d\d[.,]\d{1,6}(?!\d)\s*                                       # a collector's 16:49:33.632
