@@ -152,6 +152,7 @@ LIMITS = {
                "run of blanks (a bar's padding) from a padded line; a wrapped OOM message's rows are left to the message "
                "reader (it tries each way of rejoining them, as word wraps need); the rest is listed with -v, not fixed",
     "wrap-120": "as wrap-80",
+    "win-console-120": "as wrap-120 and trailing-spaces (its padding tells the width, not which full rows were cut)",
     "trailing-spaces": "a line a terminal wrapped at a space and an editor then padded cannot be told from a padded one",
 }
 
