@@ -79,6 +79,25 @@ def _stamp(i: int, sep: str = "T", frac: int = 9) -> str:
     return f"2024-05-01{sep}12:{s // 60 % 60:02d}:{s % 60:02d}.{(i * 7919) % 10 ** frac:0{frac}d}"
 
 
+def _hf_stamp(i: int) -> str:
+    s = 1 + i // 50
+    return f"05/01/2024 12:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+_JOURNAL_UNITS = ("python[12345]", "vllm[2211]", "bash[987]")
+
+
+def _console(width: int) -> Callable[[str], str]:
+    """A Windows console's copy: each screen row padded with spaces to the width, longer lines cut into rows."""
+    def copy(text: str) -> str:
+        def rows(_: int, ln: str) -> str:
+            ln = _screen(ln)
+            cut = [ln[k:k + width] for k in range(0, len(ln), width)] or [""]
+            return "\n".join(r.ljust(width) for r in cut)
+        return _each_line(text, rows)
+    return copy
+
+
 def _html(text: str) -> str:
     return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
             .replace("'", "&#39;"))
@@ -114,16 +133,26 @@ TRANSFORMS: dict[str, tuple[Callable[[str], str], str]] = {
     "rank-torchrun": (_prefix(lambda i: f"[rank{PREFIX_RANK}]: "), "torchrun (PyTorch 2.2+) labels each rank's lines"),
     "rank-tee": (_prefix(lambda i: f"[default{PREFIX_RANK}]: "), "torchrun --tee 3 labels each local rank's lines"),
     "rank-srun": (_prefix(lambda i: f"{PREFIX_RANK}: "), "slurm's srun -l labels each task's lines"),
+    "hf-logging": (_prefix(lambda i: f"{_hf_stamp(i)} - INFO - __main__ - "),
+                   "Hugging Face example scripts: logging.basicConfig('%(asctime)s - %(levelname)s - %(name)s - ', "
+                   "datefmt='%m/%d/%Y %H:%M:%S')"),
+    "gh-actions": (_prefix(lambda i: f"{_stamp(i, frac=7)}Z "),
+                   "a GitHub Actions raw log (Download log archive): a 7-digit UTC timestamp and a space on every line"),
+    "journald": (_prefix(lambda i: f"Nov 28 {_stamp(i, ' ', 1)[11:19]} gpu-node-3 {_JOURNAL_UNITS[i // 200 % 3]}: "),
+                 "systemd's journal (journalctl -u vllm): syslog time, host, process[pid]"),
+    "win-console-120": (_console(120), "copied from a Windows console 120 wide: every row padded to the width, "
+                                       "long lines cut at it"),
 }
 RANK_TRANSFORMS = ("rank-torchrun", "rank-tee", "rank-srun")
 # Copied from a terminal's screen: compared with the log as the screen showed it (each \r redraw over the one before).
-SCREENED = ("wrap-80", "wrap-120")
+SCREENED = ("wrap-80", "wrap-120", "win-console-120")
 # Where a transform cannot be invariant, and why (printed under the table).
 LIMITS = {
     "wrap-80": "a line printed exactly as wide as the terminal cannot be told from one it cut, nor a row cut inside a "
                "run of blanks (a bar's padding) from a padded line; a wrapped OOM message's rows are left to the message "
                "reader (it tries each way of rejoining them, as word wraps need); the rest is listed with -v, not fixed",
     "wrap-120": "as wrap-80",
+    "win-console-120": "as wrap-120 and trailing-spaces (its padding tells the width, not which full rows were cut)",
     "trailing-spaces": "a line a terminal wrapped at a space and an editor then padded cannot be told from a padded one",
 }
 

@@ -14,6 +14,7 @@ from oomdoctor.parse.normalize import Line, normalize
 
 # Varied on purpose: HF/Keras/fastai/Ultralytics/Lightning bars and phases, pre-wrapped and rich-wrapped messages,
 # NCCL and TF lines, a host kill, a hard wrap inside a one-line message, fixed-format lines at the log's widest.
+# An epoch line read only with its indentation (gh-actions), a single-GPU log (journald: no vllm).
 SAMPLE = (
     "generated/gen-hf-eval-at-5", "generated/gen-keras-val-epoch1", "generated/gen-fastai-train-epoch2-batch4",
     "generated/gen-ultralytics-val-epoch1", "generated/gen-lightning-test-after-fit", "generated/gen-diffusers-sample-unet",
@@ -22,6 +23,7 @@ SAMPLE = (
     "reconstructed/n3-sipmask-mmdet-wrapped-cached", "reconstructed/p115-rl4lms-t5-ppo-rich-wrapped",
     "reconstructed/p81-yolofamily-voc-eval-exit137", "reconstructed/p117-cuml-svc-gridsearch-fitfailed",
     "reconstructed/b-lorafast-flux-to-device", "reconstructed/e2-alpaca-fsdp-clone-save",
+    "reconstructed/p167-awdlstm-enwik8-char-epoch-line", "synthetic/syn-fragmentation",
 )
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 426.00 MiB. GPU 3 has a total capacity of 79.32 GiB "
        "of which 69.56 MiB is free.")
@@ -98,6 +100,40 @@ def test_kubernetes_cri_prefix_keeps_the_indentation():
 def test_logging_name_level_prefix_after_its_time():
     assert _one(f"2024-05-01 12:00:01,123 - train - ERROR - {OOM}").text == OOM
     assert normalize(2, "2024-05-01 12:00:01,124 - train - INFO - ") == []
+
+
+def test_hugging_face_example_scripts_logging_prefix():
+    ln = _one(f"05/01/2024 12:00:01 - ERROR - __main__ - {OOM}")
+    assert ln.text == OOM
+    assert _one('11/28/2026 09:14:03 - INFO - __main__ -   File "run_clm.py", line 12').text == '  File "run_clm.py", line 12'
+    assert normalize(2, "05/01/2024 12:00:01 - WARNING - transformers.trainer - ") == []
+
+
+def test_github_actions_raw_log_timestamp_keeps_the_indentation():
+    ln = _one('2024-05-01T12:00:01.1234567Z     loss.backward()')
+    assert ln.text == "    loss.backward()"
+    assert normalize(2, "2024-05-01T12:00:01.1234567Z ") == []
+
+
+def test_systemd_journal_header_is_stripped_and_names_no_stack():
+    for unit in ("python[12345]", "vllm[2211]", "bash[987]"):
+        assert _one(f"Nov 28 12:00:01 gpu-node-3 {unit}: {OOM}").text == OOM
+    assert _one('Nov  8 12:00:01 gpu-node-3 python[1]:   File "train.py", line 3').text == '  File "train.py", line 3'
+    text = "".join(f"Nov 28 12:00:0{k} gpu-node-3 vllm[2211]: {row}\n"
+                   for k, row in enumerate(["Epoch 1: step 12 loss 2.31", OOM]))
+    stacks = parse_text(text).runs[0].config.get("stacks")
+    assert stacks is None or "vllm" not in stacks.value  # the unit's process name is the collector's, not the program's
+
+
+def test_a_console_copy_padded_to_its_width_tells_the_width():
+    from oomdoctor.parse.normalize import terminal_width, unwrap
+
+    frame = '  File "/home/user/miniconda3/envs/dev/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl'
+    rows = [f"step {k} loss 2.3{k}" for k in range(8)] + [frame[:120], frame[120:], "Traceback (most recent call last):"]
+    lines = _lines([r.ljust(120) for r in rows])
+    assert terminal_width(lines) == 120  # one cut row: a plain terminal copy would not tell
+    assert [ln.text for ln in unwrap(lines, lambda t: False)][8] == frame
+    assert terminal_width(_lines(rows)) is None
 
 
 def test_docker_compose_prefix_on_indented_and_empty_lines():

@@ -11,7 +11,7 @@ import regex
 
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
-from oomdoctor.parse.normalize import Line
+from oomdoctor.parse.normalize import JOURNAL_HEADER, Line
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
@@ -1425,10 +1425,15 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
     return _stacks_named(ln, text, source, stacks) or found
 
 
+_MONTH_INITIALS = frozenset("JFMASOND")
+
+
 def _stacks_named(ln: Line, text: str, source: str, stacks: dict[str, Evidence]) -> bool:
     """The stacks a line names, in its text or in the prefix normalising took off it ("INFO:tensorflow:")."""
     found = False
     prefix = ln.raw[: min(400, len(ln.raw) - len(text))] if len(ln.raw) > len(text) else ""
+    if prefix[:1] in _MONTH_INITIALS and (m := JOURNAL_HEADER.match(prefix)):  # the journal's, not the program's
+        prefix = prefix[m.end():]
     folded, folded_prefix = _fold(text), _fold(prefix)
     for name, pat in STACKS.items():
         if ((_may_name(name, text, folded) and pat.search(text))

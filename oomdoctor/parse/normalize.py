@@ -22,10 +22,19 @@ RANK_PREFIX = lazy(
     )""",
     regex.VERBOSE,
 )
+# systemd's journal (journalctl -u vllm): "Nov 28 12:00:01 gpu-node-3 python[12345]: ". The collector's header: the
+# process name in it is not read as a stack (every unit's lines carry it, whatever the program prints).
+JOURNAL_HEADER_RE = (r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s[\s\d]\d\s\d\d:\d\d:\d\d\s[\w.-]{1,64}\s"
+                     r"[\w.@:/-]{1,64}\[\d{1,10}\]:(?:\s|$)")
+JOURNAL_HEADER = lazy(JOURNAL_HEADER_RE)
 # Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
 LOG_PREFIX = lazy(
     r"""^(?:
         \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\sstd(?:out|err)\s[FP](?:\s|$)   # k8s CRI: ...Z stdout F
+      | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z(?:\s|$)                       # GitHub Actions' raw log: ...1234567Z text
+      | \d\d/\d\d/\d{4}\s\d\d:\d\d:\d\d\s-\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s[\w.<>-]{1,40}\s-(?:\s|$)
+                                                          # HF example scripts: 05/01/2024 12:00:01 - INFO - __main__ -
+      | """ + JOURNAL_HEADER_RE + r"""                                       # systemd journal (see JOURNAL_HEADER)
       | \[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:[|:-]\s*)?   # 2024-01-01 12:00:00,123
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                       # [12:00:00]
       | \d\d:\d\d:\d\d[.,]\d{1,6}(?!\d)\s*                                       # a collector's 16:49:33.632
@@ -61,6 +70,7 @@ class Line:
     text: str
     raw: str = ""  # the segment before prefixes were stripped (ANSI removed): wrap widths are measured on it
     last: int = 0  # the number of the last physical line, when a terminal's hard wrap was joined back (0: `number`)
+    padded: int = 0  # the row's width with the padding `raw` lost (a console copy pads every row to its width)
 
     @property
     def end(self) -> int:
@@ -106,7 +116,9 @@ def normalize(number: int, raw: str) -> list[Line]:
             seg = seg[-MAX_LINE_CHARS:]
         rank, text = strip_prefixes(seg.rstrip())
         if text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
-            out.append(Line(number, rank, text, _unpadded(seg.rstrip("\n"))))
+            row = seg.rstrip("\n")
+            raw_row = _unpadded(row)
+            out.append(Line(number, rank, text, raw_row, 0, len(row) if len(raw_row) < len(row) else 0))
     return out
 
 
@@ -132,9 +144,22 @@ def terminal_width(lines: list[Line]) -> int | None:
     width = max((len(ln.raw) for ln in lines), default=0)
     if width < WRAP_MIN_WIDTH:
         return None
+    if _console_copy(lines, width):
+        return width
     full = [k for k, ln in enumerate(lines) if len(ln.raw) == width]
     go_on = sum(1 for k in full if _goes_on(lines, k))
     return width if len({lines[k].raw for k in full}) >= 2 and 2 * go_on > len(full) else None
+
+
+CONSOLE_MIN_ROWS = 8  # a console copy shows at least this many rows, nearly all padded to its width
+
+
+def _console_copy(lines: list[Line], width: int) -> bool:
+    """Whether the log was copied from a console that pads every row to its width (Windows' conhost): nearly all rows
+    are that wide with their padding, and some fill it without any (the rows it cut)."""
+    padded = sum(1 for ln in lines if ln.padded == width)
+    full = sum(1 for ln in lines if not ln.padded and len(ln.raw) == width)
+    return padded >= CONSOLE_MIN_ROWS and full > 0 and 10 * (padded + full) >= 9 * len(lines)
 
 
 def _goes_on(lines: list[Line], k: int) -> bool:
