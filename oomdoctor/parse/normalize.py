@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import regex
 
@@ -61,9 +61,9 @@ QUOTE_MARKS = ("> ", ">\t")  # a markdown quote (a log pasted into an issue): ">
 MAX_LINE_CHARS = 64 * 1024
 
 
-@dataclass(frozen=True)
-class Line:
-    """One logical line: its 1-based line number, the rank prefix found on it, and the clean text."""
+class Line(NamedTuple):
+    """One logical line: its 1-based line number, the rank prefix found on it, and the clean text (a named tuple:
+    every kept line of a log is one, and a tuple is built in a fraction of a frozen dataclass's time)."""
 
     number: int
     rank: int | None
