@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -102,10 +101,18 @@ def _unpadded(raw: str) -> str:
     return raw.rstrip(" \t") if raw.endswith(("  ", "\t", " \t", "\t ")) else raw
 
 
+def _unescape(m: regex.Match[str]) -> str:
+    """One HTML character reference as its character (the html module, with its table of 2,231 names, is imported
+    only by a log that holds one)."""
+    import html
+
+    return html.unescape(m.group())
+
+
 def normalize(number: int, raw: str) -> list[Line]:
     """Split a physical line on \\r redraws and clean each segment; empty segments are dropped."""
     raw = ANSI.sub("", raw) if "\x1b" in raw else raw
-    raw = HTML_ENTITY.sub(lambda m: html.unescape(m.group()), raw) if "&" in raw else raw
+    raw = HTML_ENTITY.sub(_unescape, raw) if "&" in raw else raw
     while raw[:1] == ">" and (raw.startswith(QUOTE_MARKS) or raw.rstrip("\r\n") == ">"):  # added on paste, after
         raw = raw[2:]  # any wrap: off the raw line too, so widths and rejoined wraps are the log's own
     out: list[Line] = []
