@@ -1615,7 +1615,7 @@ def with_ray_ranks(lines: Sequence[Line]) -> Sequence[Line]:
     out = []
     for ln in lines:
         m = RAY_WORKER.match(ln.text) if ln.rank is None else None
-        out.append(Line(ln.number, ranks.get(m["pid"]), ln.text[m.end():], ln.raw, ln.last) if m else ln)
+        out.append(ln._replace(rank=ranks.get(m["pid"]), text=ln.text[m.end():]) if m else ln)
     return out
 
 

@@ -99,7 +99,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
         if nxt.number != lines[j].end + 1 or not nxt.text.strip():
             break
         prev_raw = lines[j].raw
-        wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= 60 and (j > i or len(nxt.raw) <= width)
+        wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= WRAP_MIN_WIDTH and (j > i or len(nxt.raw) <= width)
                                              and not _LABEL_LINE.match(nxt.text) and not _TRACEBACK_START.match(nxt.text))
         if text.endswith("\\"):  # a continuation backslash: the line (even a word) goes on in the next one
             text = text[:-1]
@@ -329,7 +329,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
-    lines = ctx.with_ray_ranks(unwrap(list(lines), has_trigger))
+    lines = ctx.with_ray_ranks(unwrap(lines, has_trigger))
     root_rank = _root_cause_rank(lines, source)
     hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)

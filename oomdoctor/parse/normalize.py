@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import regex
@@ -144,7 +144,7 @@ _RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exc
 _TABLE_EDGES = ("|", "+")  # a table row (nvidia-smi's) starts and ends with one: it is whole, however wide
 
 
-def terminal_width(lines: list[Line]) -> int | None:
+def terminal_width(lines: Sequence[Line]) -> int | None:
     """The width a terminal hard-wrapped the log at, when it looks copied from one: no line is longer than the
     longest (at least WRAP_MIN_WIDTH columns), at least two different lines fill it exactly, and most of those go on
     in a row that can be their rest (a log whose widest lines are records of one fixed format is not wrapped)."""
@@ -161,7 +161,7 @@ def terminal_width(lines: list[Line]) -> int | None:
 CONSOLE_MIN_ROWS = 8  # a console copy shows at least this many rows, nearly all padded to its width
 
 
-def _console_copy(lines: list[Line], width: int) -> bool:
+def _console_copy(lines: Sequence[Line], width: int) -> bool:
     """Whether the log was copied from a console that pads every row to its width (Windows' conhost): nearly all rows
     are that wide with their padding, and some fill it without any (the rows it cut)."""
     padded = sum(1 for ln in lines if ln.padded == width)
@@ -169,7 +169,7 @@ def _console_copy(lines: list[Line], width: int) -> bool:
     return padded >= CONSOLE_MIN_ROWS and full > 0 and 10 * (padded + full) >= 9 * len(lines)
 
 
-def _goes_on(lines: list[Line], k: int) -> bool:
+def _goes_on(lines: Sequence[Line], k: int) -> bool:
     """Whether lines[k + 1] can be the rest of lines[k]: the next physical line, starting no record of its own and
     not as lines[k] did (a record of the same kind)."""
     if k + 1 >= len(lines):
@@ -179,7 +179,7 @@ def _goes_on(lines: list[Line], k: int) -> bool:
             and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES)))
 
 
-def unwrap(lines: list[Line], leave: Callable[[str], bool]) -> list[Line]:
+def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line]:
     """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
     the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
     cut there. A line holding what `leave` looks for (an OOM message's trigger) is left with the rows after it for
