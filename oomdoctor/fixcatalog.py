@@ -201,7 +201,7 @@ def _eval_accumulation(d: Derived) -> tuple[Changes, str | None]:
         "code": "preds.append(logits.argmax(-1).cpu())  # ids on the host, not every batch's logits on the GPU",
     }, ("predictions move to the CPU every few eval steps instead of piling up on the GPU"
         + ("; keep none (prediction_loss_only) or only their argmax ids (preprocess_logits_for_metrics)"
-           if _stacks(d) & {"hf_trainer", "trl"} else ""))
+           if _stacks(d).intersection(SECTION_STACK["trainer"]) else ""))
 
 
 def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
