@@ -50,6 +50,15 @@ WORKLOAD_TRACES: list[tuple[str, dict[str, Any]]] = [
     ("llama-1b-eval-b8", {"phase": "eval", "steps": 1, "workload": {"kind": "transformer", "params": {
         "layers": 16, "width": 2048, "heads": 32, "ffn": 8192, "mlp": "swiglu", "vocab": 128256, "seq_len": 2048,
         "batch": 2, "eval_batch": 8, "dtype": "bfloat16"}}}),
+    # ZeRO-3 / FSDP over 8 ranks: the gathered weights are allocated on the all-gather stream and freed with
+    # record_stream on the compute stream (zero3.py), so these traces carry stream events ('s', 'r', 'e')
+    ("gpt2-355m-fsdp8-b4", {"phase": "train", "steps": 2, "workload": {"kind": "transformer", "params": {
+        "layers": 24, "width": 1024, "heads": 16, "vocab": 50257, "seq_len": 1024, "batch": 4, "dtype": "bfloat16",
+        "zero_stage": 3, "world_size": 8, "zero3_gather_unit": "layer", "zero3_forward_prefetch_units": 1}}}),
+    ("gpt2-355m-zero3-ds8-b4", {"phase": "train", "steps": 2, "workload": {"kind": "transformer", "params": {
+        "layers": 24, "width": 1024, "heads": 16, "vocab": 50257, "seq_len": 1024, "batch": 4, "dtype": "bfloat16",
+        "zero_stage": 3, "world_size": 8, "zero3_gather_unit": "module",
+        "zero3_prefetch_bucket_elements": 20_000_000}}}),
 ]
 
 
@@ -180,11 +189,11 @@ def _cuda_replay(torch: Any, trace: list[tuple[str, int, int]], fraction: float 
     return out
 
 
-def _measure_allocator(conf: str, folder: str | None) -> list[dict[str, Any]]:
+def _measure_allocator(conf: str, folder: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
     """One process per setting: every trace unlimited first (no memory fraction set), then limited."""
     import torch
 
-    traces = read_traces(Path(folder) if folder else None)
+    traces = {k: v for k, v in read_traces(Path(folder) if folder else None).items() if not names or k in names}
     free, total = torch.cuda.mem_get_info()  # creates the context: what the card holds outside the allocator
     rows = []
     for name, trace in traces.items():
@@ -214,24 +223,32 @@ def _context_bytes() -> dict[str, Any]:
             "after_conv_bytes": after_conv, "device": torch.cuda.get_device_name(0), "torch": torch.__version__}
 
 
-def _measure_workloads(only: str | None) -> list[dict[str, Any]]:
+def _workload(params: dict[str, Any]) -> dict[str, Any]:
+    """The trial workload of a bench/fidelity.py row (as fidelity.replay builds it)."""
+    if "entry" in params:
+        return {"kind": "entry", "entry": params["entry"], "params": {k: v for k, v in params.items() if k != "entry"}}
+    return {"kind": "hf" if "config" in params else "transformer", "params": params}
+
+
+def _measure_workloads(only: list[str] | None) -> list[dict[str, Any]]:
+    """Each selected row (a name containing one of `only`) unlimited, then under its source's card."""
     import gc
 
     import torch
 
-    from bench.fidelity import A100_40GB, ROWS
+    from bench.fidelity import CARDS, ROWS
     from oomdoctor.verify.trial import run_cuda
 
     total = torch.cuda.get_device_properties(0).total_memory
+    base = str(Path(__file__).resolve().parent.parent)
     rows = []
-    for name, params, published, _source in ROWS:
-        if only and only not in name:
+    for name, params, published, source in ROWS:
+        if only and not any(o in name for o in only):
             continue
-        kind = "hf" if "config" in params else "transformer"
-        row: dict[str, Any] = {"name": name, "published": published}
-        for label, capacity in (("unlimited", total), ("at_40gb", A100_40GB)):
+        row: dict[str, Any] = {"name": name, "published": published, "card_bytes": CARDS[source]}
+        for label, capacity in (("unlimited", total), ("at_card", CARDS[source])):
             spec = {"device": "cuda", "phase": "train", "steps": 2, "capacity_bytes": capacity, "non_pytorch_bytes": 0,
-                    "alloc_conf": "", "workload": {"kind": kind, "params": params}}
+                    "alloc_conf": "", "base_dir": base, "workload": _workload(params)}
             try:
                 r = run_cuda(spec)
                 row[label] = {k: r[k] for k in ("oom", "peak_allocated_bytes", "peak_reserved_bytes", "seconds")}
@@ -244,14 +261,16 @@ def _measure_workloads(only: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-def cmd_measure(folder: str | None, out: Path, only: str | None, skip_workloads: bool) -> int:
+def cmd_measure(folder: str | None, out: Path, only: list[str] | None, skip_workloads: bool,
+                traces: list[str] | None = None, skip_allocator: bool = False) -> int:
     result: dict[str, Any] = {"measured": time.strftime("%Y-%m-%d"), "allocator": [], "workloads": []}
     if os.environ.get("OOMDOCTOR_CUDA_CHILD"):
-        print(json.dumps(_measure_allocator(os.environ["OOMDOCTOR_CUDA_CHILD_CONF"], folder)))
+        names = json.loads(os.environ.get("OOMDOCTOR_CUDA_CHILD_TRACES") or "null")
+        print(json.dumps(_measure_allocator(os.environ["OOMDOCTOR_CUDA_CHILD_CONF"], folder, names)))
         return 0
-    for conf in CONFS:
+    for conf in [] if skip_allocator else CONFS:
         env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": conf, "OOMDOCTOR_CUDA_CHILD": "1",
-               "OOMDOCTOR_CUDA_CHILD_CONF": conf}
+               "OOMDOCTOR_CUDA_CHILD_CONF": conf, "OOMDOCTOR_CUDA_CHILD_TRACES": json.dumps(traces)}
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, __file__, "measure", *([folder] if folder else []), "--out", "-"],
                               env=env, capture_output=True, text=True)
@@ -316,15 +335,15 @@ def compare_workloads(rows: list[dict[str, Any]]) -> None:
 
     params = {name: p for name, p, _pub, _src in ROWS}
     print(f"\n{'configuration':24} {'real alloc':>10} {'sim/real':>8} {'real resv':>9} {'sim/real':>8} "
-          f"{'published':>9} {'at 40 GB real/sim':>18}")
+          f"{'published':>9} {'at card real/sim':>18}")
     for row in rows:
         real = row.get("unlimited", {})
         if "error" in real or row["name"] not in params:
             print(f"{row['name']:24} error: {real.get('error')}")
             continue
         sim = replay(params[row["name"]], 1 << 40)
-        at = replay(params[row["name"]], A100_40GB)
-        real40 = row.get("at_40gb", {})
+        at = replay(params[row["name"]], row.get("card_bytes", A100_40GB))  # files before 2026-11-28: 40 GB
+        real40 = row.get("at_card", row.get("at_40gb", {}))
         pub = row["published"] if row["published"] == "OOM" else f"{row['published'] / 1e9:.2f}G"
         verdict = f"{'OOM' if real40.get('oom') else 'fits'}/{'OOM' if at['oom'] else 'fits'}"
         print(f"{row['name']:24} {real['peak_allocated_bytes'] / 1e9:>8.2f}GB "
@@ -341,8 +360,10 @@ def main() -> int:
     m = sub.add_parser("measure")
     m.add_argument("folder", nargs="?")
     m.add_argument("--out", required=True)
-    m.add_argument("--only")
+    m.add_argument("--only", action="append", help="workload rows whose name contains this (repeatable)")
+    m.add_argument("--trace", action="append", help="replay only this trace (repeatable; default all)")
     m.add_argument("--skip-workloads", action="store_true")
+    m.add_argument("--skip-allocator", action="store_true")
     c = sub.add_parser("compare")
     c.add_argument("results", type=Path)
     c.add_argument("--traces", type=Path)
@@ -350,7 +371,8 @@ def main() -> int:
     if args.cmd == "traces":
         return cmd_traces(args.folder)
     if args.cmd == "measure":
-        return cmd_measure(args.folder, Path(args.out), args.only, args.skip_workloads)
+        return cmd_measure(args.folder, Path(args.out), args.only, args.skip_workloads, args.trace,
+                           args.skip_allocator)
     return cmd_compare(args.results, args.traces)
 
 
