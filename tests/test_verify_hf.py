@@ -280,3 +280,32 @@ def test_activation_offload_of_a_real_model_lowers_its_training_peak():
     plain, offloaded = (_replay(steps=1, dtype="bfloat16", batch=8, seq_len=512, **extra)["unlimited_peak_allocated_bytes"]
                         for extra in ({}, {"activation_offload": True}))
     assert offloaded < plain
+
+
+def test_grouped_key_value_heads_reach_flash_attention_unrepeated_as_on_cuda():
+    # transformers gives an unpacked batch no mask (SDPA's is_causal), and FlashAttention takes the 2 key/value heads
+    # as they are. Under fake tensors transformers took the batch for packed: a full mask, the memory-efficient kernel
+    # and the heads repeated, 3% over an H200's measured peak for Llama-3.2-3B (now byte-exact; bench/measured/)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from oomdoctor.verify import simgpu
+    from oomdoctor.verify.hfmodel import hf
+
+    class Attention(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[tuple[str, int]] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.__name__.split(".")[0]
+            if "scaled_dot_product" in name:  # the key: forward (query, key, ...), backward (grad, query, key, ...)
+                self.seen.add((name, args[2 if name.endswith("backward") else 1].shape[1]))
+            return func(*args, **(kwargs or {}))
+
+    device = simgpu.setup()
+    attention = Attention()
+    with FakeTensorMode(allow_non_fake_inputs=True), simgpu.StorageTracker(), torch.device(device), attention:
+        hf({"config": TINY_LLAMA, "batch": 2, "seq_len": 256, "dtype": "bfloat16"}, device)()
+    assert attention.seen == {("_scaled_dot_product_flash_attention", 2),
+                              ("_scaled_dot_product_flash_attention_backward", 2)}

@@ -44,6 +44,36 @@ def test_flash_attention_backward_takes_softmax_d_and_dq_accum_in_fp32():
     assert _scratch(trace, [b * h * 128 * 4, b * 128 * h * 96 * 4])
 
 
+def test_flash_attention_takes_grouped_key_value_heads_as_they_are():
+    # sdp_utils.cpp: FlashAttention supports grouped-query attention, so SDPA(enable_gqa=True) hands it the 2 key/value
+    # heads as they are (nothing repeated to 6), and mha_bwd adds dk_expanded/dv_expanded (b, s, h, d) in the inputs'
+    # dtype to its scratch, which it sums into dk/dv
+    b, h, kv, s, d = 2, 6, 2, 128, 64
+    shapes = []
+
+    def run(device):
+        q = torch.randn(b, h, s, d, dtype=torch.bfloat16, device=device, requires_grad=True)
+        k, v = (torch.randn(b, kv, s, d, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(2))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        shapes.append(type(out.grad_fn).__name__)
+        out.sum().backward()
+        shapes.append(tuple(k.grad.shape))
+
+    trace = _traced(run)
+    assert shapes == ["ScaledDotProductFlashAttentionBackward0", (b, kv, s, d)]
+    assert _scratch(trace, [b * h * s * 4, b * s * h * d * 4, b * s * h * d * 2, b * s * h * d * 2])
+
+
+def test_the_flash_scratch_of_a_grouped_llama_layer_is_what_an_h200_requested():
+    # Llama-3.2-3B at 2 x 4096 tokens on an H200 (torch 2.11): one scratch request of 202,113,280 bytes per layer's
+    # attention backward, the four buffers' 202,113,024 and 256 bytes of alignment (bench/measured/)
+    from oomdoctor.verify.simgpu import flash_backward_scratch
+
+    q = torch.empty(2, 24, 4096, 128, dtype=torch.bfloat16, device="meta")
+    k = torch.empty(2, 8, 4096, 128, dtype=torch.bfloat16, device="meta")
+    assert sum(flash_backward_scratch((None, q, k))) == 202_113_280 - 256
+
+
 def test_flash_attention_forward_keeps_its_logsumexp_for_backward():
     # the forward's logsumexp (b, h, s) fp32 is an output autograd saves: allocated in forward, alive until backward
     b, h, s, d = 2, 3, 1000, 64

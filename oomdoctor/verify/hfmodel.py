@@ -35,6 +35,31 @@ def _outside_fake_mode() -> Any:
     return unset_fake_temporarily()
 
 
+def _unpacked_under_fake_tensors() -> None:
+    """Answer transformers' packed-batch test for a fake tensor as a real one of the replay's batch would be answered.
+
+    transformers 5 reads the position ids to tell a packed batch (several sequences in one row) and, when the ids are a
+    trace it cannot read (a fake tensor), takes the batch for packed. Then it builds the full causal mask, and SDPA
+    takes the memory-efficient kernel with every key/value head repeated. On CUDA the same unpacked batch gets no mask
+    and FlashAttention keeps grouped key/value heads as they are: Llama-3.2-3B, 2 x 4096 tokens, 62.24 GB peak on an
+    H200 where the simulator said 64.16 GB (bench/measured/). The replay's rows are never packed (positions 0..n-1),
+    so a fake tensor gets the answer a real one would: not packed. Real tensors are passed through untouched."""
+    try:
+        from transformers import masking_utils
+    except ImportError:  # pragma: no cover - transformers is an optional extra
+        return
+    find = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if find is None or getattr(find, "oomdoctor_unpacked", False):  # older transformers, or already installed
+        return
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def find_packed_sequence_indices(position_ids: torch.Tensor) -> torch.Tensor | None:
+        return None if isinstance(position_ids, FakeTensor) else find(position_ids)
+
+    find_packed_sequence_indices.oomdoctor_unpacked = True  # type: ignore[attr-defined]
+    masking_utils.find_packed_sequence_indices = find_packed_sequence_indices
+
+
 def auto_class(model_type: str) -> Any:
     """The transformers Auto class that builds a `model_type` with its task head."""
     import transformers
@@ -260,6 +285,7 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     from oomdoctor.verify.workload import DdpBuckets, keeping
 
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
+    _unpacked_under_fake_tensors()
     model, part = _build(p, device, base_dir)
     step = _step(p, model, device, phase, _zero3(p, part, device))
     beside: list[Any] = []

@@ -126,13 +126,15 @@ def _register_autocast() -> None:
 
 def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     aten = torch.ops.aten
+    half = query.dtype in (torch.float16, torch.bfloat16)
+    if half and attn_mask is None and query.shape[-1] <= 256:
+        # FlashAttention takes grouped key/value heads as they are (sdp_utils.cpp: flash supports grouped-query
+        # attention), so only the unexpanded key and value are kept for backward, as on CUDA (measured on an H200)
+        return aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout_p, is_causal, False, scale=scale)[0]
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
-    half = query.dtype in (torch.float16, torch.bfloat16)
-    if half and attn_mask is None and query.shape[-1] <= 256:
-        return aten._scaled_dot_product_flash_attention(
-            query, key, value, dropout_p, is_causal, False, scale=scale)[0]
     if query.dtype in (torch.float16, torch.bfloat16, torch.float32):
         needs_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         return aten._scaled_dot_product_efficient_attention(
@@ -163,12 +165,18 @@ _CUBLASLT_OPS = {"addmm", "_addmm_activation"}  # with a 1-D bias these take ATe
 def flash_backward_scratch(args: tuple) -> list[int]:
     """Scratch of FlashAttention-2's backward as PyTorch runs it (aten/src/ATen/native/transformers/cuda/flash_attn/
     flash_api.cpp, mha_bwd, non-deterministic): `softmax_d` (batch, heads, seqlen_q rounded to 128) and `dq_accum`
-    (batch, seqlen_q rounded, heads, head_dim rounded to 32, or 256 above 192), both fp32, beside dq/dk/dv."""
-    q = args[1]  # _scaled_dot_product_flash_attention_backward(grad_out, query, ...): (batch, heads, seq, head_dim)
+    (batch, seqlen_q rounded, heads, head_dim rounded to 32, or 256 above 192), both fp32, beside dq/dk/dv; with
+    fewer key/value heads than query heads (grouped-query attention) also `dk_expanded` and `dv_expanded` (batch,
+    seqlen_k, heads, head_dim) in the query's dtype, which the kernel fills per query head and then sums into dk/dv.
+    On an H200 (torch 2.11) one request of their total (+256 bytes) was seen for a Llama-3.2-3B layer."""
+    q, k = args[1], args[2]  # _scaled_dot_product_flash_attention_backward(grad_out, query, key, ...): (b, h, s, d)
     b, h, s, d = q.shape
     s_r = -(-s // 128) * 128
     d_r = -(-d // 32) * 32 if d <= 192 else 256
-    return [b * h * s_r * 4, b * s_r * h * d_r * 4]
+    scratch = [b * h * s_r * 4, b * s_r * h * d_r * 4]
+    if k.shape[1] != h:
+        scratch += [b * k.shape[2] * h * d * q.element_size()] * 2
+    return scratch
 
 
 _SCRATCH = {"_scaled_dot_product_flash_attention_backward": flash_backward_scratch}
