@@ -64,6 +64,27 @@ def test_flash_attention_takes_grouped_key_value_heads_as_they_are():
     assert _scratch(trace, [b * h * s * 4, b * s * h * d * 4, b * s * h * d * 2, b * s * h * d * 2])
 
 
+def test_grouped_heads_outside_flash_attention_take_the_math_kernel_and_its_scores():
+    # sdp_utils.cpp: the memory-efficient kernel takes no grouped-query attention, so fp32 grouped heads run the math
+    # kernel, which materialises the (b, h, s, s) scores (an H200: 3.49 GB against 0.30 GB ungrouped, 2 x 2048 tokens)
+    b, h, kv, s, d = 1, 4, 2, 256, 32
+    kinds = []
+
+    def run(device, heads):
+        q = torch.randn(b, h, s, d, device=device, requires_grad=True)
+        k, v = (torch.randn(b, heads, s, d, device=device, requires_grad=True) for _ in range(2))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        kinds.append(type(out.grad_fn).__name__)
+        out.sum().backward()
+
+    scores = b * h * s * s * 4
+    grouped = _traced(lambda device: run(device, kv))
+    ungrouped = _traced(lambda device: run(device, h))
+    assert kinds == ["UnsafeViewBackward0", "ScaledDotProductEfficientAttentionBackward0"]
+    assert any(kind == "a" and n == scores for kind, _, n in grouped)
+    assert not any(kind == "a" and n >= scores for kind, _, n in ungrouped)
+
+
 def test_the_flash_scratch_of_a_grouped_llama_layer_is_what_an_h200_requested():
     # Llama-3.2-3B at 2 x 4096 tokens on an H200 (torch 2.11): one scratch request of 202,113,280 bytes per layer's
     # attention backward, the four buffers' 202,113,024 and 256 bytes of alignment (bench/measured/)

@@ -132,16 +132,16 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
         # attention), so only the unexpanded key and value are kept for backward, as on CUDA (measured on an H200)
         return aten._scaled_dot_product_flash_attention(
             query, key, value, dropout_p, is_causal, False, scale=scale)[0]
-    if enable_gqa and key.shape[-3] != query.shape[-3]:
-        rep = query.shape[-3] // key.shape[-3]
-        key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
-    if query.dtype in (torch.float16, torch.bfloat16, torch.float32):
+    grouped = enable_gqa and key.shape[-3] != query.shape[-3]
+    if query.dtype in (torch.float16, torch.bfloat16, torch.float32) and not grouped:
         needs_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         return aten._scaled_dot_product_efficient_attention(
             query, key, value, attn_mask, needs_lse, dropout_p, is_causal, scale=scale)[0]
-    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradPrivateUse1)):
-        return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
-                                                       scale=scale)[0]
+    # The math kernel: the memory-efficient one takes no grouped-query attention (sdp_utils.cpp), so CUDA runs grouped
+    # heads outside FlashAttention here, repeating them and materialising the scores (an H200: fp32, 24 query and 8
+    # key/value heads, 2 x 2048 tokens took 3.49 GB where the same heads ungrouped took 0.30 GB)
+    return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+                                                   scale=scale, enable_gqa=grouped)[0]
 
 
 def _register_sdpa() -> None:
