@@ -618,7 +618,7 @@ NON_TRAIN_BAR = lazy(
     r"|\bScanning [^|%\n]{0,400}\d{1,3}%[|\s]"
     # skorch's ProgressBar counts an epoch's training batches, then its validation ones, on one bar; its postfix names
     # the loop of the batch just drawn ("17/20 [00:02<00:00, 7.91it/s, valid_loss=2.66]"): not a training step
-    r"|\d(?:it/s|s/it), valid_loss=[\w.+-]{1,24}\]"
+    r"|\d(?:it/s|s/it), valid_loss=[\w+.-]{1,24}\]"
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
