@@ -1080,3 +1080,70 @@ def test_the_batch_hf_trainer_unsloth_and_accelerate_loops_announce():
     # prose and other totals are not the run's batch
     assert _config_of(["the effective Batch size = 8 for this run", "Batch size = 32 and more",
                     "  Total train batch size (w. parallel, distributed & accumulation) = 64"]) == {}
+
+
+def test_a_datasets_bar_over_an_eval_split_is_preprocessing_not_an_evaluation():
+    # TRL's RewardTrainer filters its eval split through datasets.filter() before training: the bar counts examples
+    prep = ("Filtering eval >48 tokens:   0%|          | 0/32 [00:00<?, ? examples/s]\n"
+            "Filtering eval >48 tokens: 100%|██████████| 32/32 [00:00<00:00, 9744.28 examples/s]\n")
+    train = "".join(f" {k * 8}%|█         | {k}/12 [00:00<00:00, 18.83it/s]\n" for k in range(7))
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/transformers/trainer.py", line 1917, in _run_epoch\n'
+              '    tr_loss_step = self.training_step(model, inputs, num_items_in_batch)\n'
+              '  File "/site-packages/trl/trainer/reward_trainer.py", line 822, in training_step\n'
+              '    return super().training_step(*args, **kwargs)\n')
+    event = one(prep + train + frames + MSG)
+    assert (event.phase, event.step) == ("train", 6)
+    # the same description over an evaluation loop's batches is still an evaluation bar
+    assert one(train + "Evaluating eval split:  40%|████      | 2/5 [00:01<00:01, 2.01it/s]\n" + MSG).phase == "eval"
+
+
+SKORCH_FRAMES = ('Traceback (most recent call last):\n'
+                 '  File "/site-packages/skorch/net.py", line 1276, in run_single_epoch\n'
+                 '    step = step_fn(batch, **fit_params)\n'
+                 '  File "/site-packages/skorch/net.py", line {line}, in {step}\n'
+                 '    y_pred = self.infer(Xi, **fit_params)\n'
+                 '  File "/site-packages/skorch/net.py", line 1687, in infer\n'
+                 '    return self.module_(x, **fit_params)\n'
+                 '  File "/workspace/train.py", line 34, in forward\n'
+                 '    return self.net(X)\n')
+
+
+def test_skorchs_infer_is_the_modules_call_under_training_and_validation_alike():
+    table = ("  epoch    train_loss    valid_acc    valid_loss     dur\n"
+             "-------  ------------  -----------  ------------  ------\n"
+             "      1        2.4523       0.1250        2.4510  0.0280\n")
+    train = one(table + SKORCH_FRAMES.format(line=1024, step="train_step_single") + MSG)
+    assert (train.phase, train.step) == ("train", None)  # the table counts epochs, not steps
+    assert one(table + SKORCH_FRAMES.format(line=992, step="validation_step") + MSG).phase == "eval"
+
+
+def test_skorchs_bar_drawn_on_a_validation_batch_is_not_a_training_step():
+    # skorch's ProgressBar: one bar an epoch over its 16 training batches, then its 4 validation batches
+    bar = "".join(f" {k * 5}%|█         | {k}/20 [00:02<00:00,  7.76it/s, train_loss=2.61]\n" for k in range(1, 17))
+    val = " 85%|████████▌ | 17/20 [00:02<00:00,  7.91it/s, valid_loss=2.66]"
+    event = one(bar + val + SKORCH_FRAMES.format(line=992, step="validation_step") + MSG)
+    assert (event.phase, event.step) == ("eval", 16)
+
+
+def test_hf_trainers_evaluation_bar_below_the_training_bar_is_not_the_step():
+    # evaluate() called from the training loop draws its bar below the open training bar (tqdm's "\x1b[A" moves
+    # back up); the step is the training bar's count, whether the evaluation's bar shows 0 or 3 of 8 batches
+    train = "".join(f" {k * 8}%|█         | {k}/12 [00:00<00:00, 18.83it/s]\n" for k in range(5))
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/transformers/trainer.py", line 1660, in _inner_training_loop\n    x()\n'
+              '  File "/site-packages/transformers/trainer.py", line 2278, in _maybe_log_save_evaluate\n    x()\n'
+              '  File "/site-packages/transformers/trainer.py", line 2871, in evaluate\n    x()\n'
+              '  File "/site-packages/transformers/trainer.py", line 2996, in evaluation_loop\n    x()\n')
+    for done in (1, 4):
+        evaluation = "".join(f"\n {k * 12}%|█         | {k}/8 [00:00<00:00, 18.83it/s]\x1b[A" for k in range(done))
+        event = one(train + evaluation + frames + MSG)
+        assert (event.phase, event.step) == ("eval", 4)
+    # Seq2SeqTrainer's predict_with_generate: generate() inside that evaluation
+    generating = frames + '  File "/site-packages/transformers/generation/utils.py", line 3008, in generate\n    x()\n'
+    event = one(train + "\n  0%|          | 0/8 [00:00<?, ?it/s]\x1b[A" + generating + MSG)
+    assert (event.phase, event.step) == ("generate", 4)
+    # no training loop around the evaluation in the traceback: an unfinished bar before it is not known to be the
+    # training loop's, and the running bar's count stays
+    alone = frames.replace("_inner_training_loop", "predict").replace("_maybe_log_save_evaluate", "predict")
+    assert one(train + " 37%|███       | 3/8 [00:00<00:00, 9.1it/s]\n" + alone + MSG).step == 3

@@ -77,6 +77,9 @@ EVAL_BANNER = lazy(
     r"|\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4})?\[\s{0,9}(?P<mmv>\d{1,20})/(?!(?P=mmv)\])\d{1,20}\]"
     r"|(?:^|[\s:\[(])(?:[Ee]val(?:uat\w{0,6})?|[Vv]alid\w{0,6}|[Tt]est(?:ing)?|[Pp]redict\w{0,4}|[Ii]nfer\w{0,6})"
     r"\b(?![ _-]?(?:data ?sets?|data|files|shards)\b)[^|\n%]{0,60}?\d{1,3}%(?:\||\s{1,4}\d{1,20}/\d{1,20}\s)"  # glyphs or none
+    # not a bar counting examples (datasets' map/filter over an eval split: "Filtering eval >48 tokens: 100%|...|
+    # 32/32 [00:00<00:00, 9744.28 examples/s]", "ba/s" before datasets 2.x): that prepares data, it runs no loop
+    r"(?![^\n]{0,400}?(?:\d|\?) ?(?:examples|ba)/s\])"
     # Keras fit(): the epoch's last batch drawn but the line still showing an ETA (its closing "- 12s 40ms/step" not
     # yet written): the epoch-end validation pass is running
     r"|^\s{0,4}(?P<kdone>\d{1,20})/(?P=kdone) \[=+\] - ETA: "
@@ -431,10 +434,12 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     return Progress(step, None, None, None)
 
 
-def finished_bar_before(markers: Markers, i: int, rank: int | None, source: str) -> Value | None:
+def finished_bar_before(markers: Markers, i: int, rank: int | None, source: str, nested: bool = False) -> Value | None:
     """In evaluation: the count of the bar that ran to its total just before the still running bar on lines[i]
     started (one of another total): the training loop's bar finished the epoch and the running one counts
-    evaluation batches (fastai draws both under the same "Epoch k/n :" label). None when there is no such bar."""
+    evaluation batches (fastai draws both under the same "Epoch k/n :" label). With `nested` (the traceback shows
+    the training loop calling the evaluation), that bar may still be running: HF Trainer draws its evaluation bar
+    below the training one ("4/12", then "0/8"). None when there is no such bar."""
     _, _, s_idx, steps = markers.for_rank(rank)
     k = bisect_left(s_idx, i)
     running = steps[k] if k < len(steps) and s_idx[k] == i else None
@@ -444,7 +449,7 @@ def finished_bar_before(markers: Markers, i: int, rank: int | None, source: str)
         if not s.bar:
             return None
         if s.total != running.total:
-            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx])) if s.n == s.total else None
+            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx])) if s.n == s.total or nested else None
     return None
 
 
@@ -553,6 +558,7 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
     out: list[tuple[str, Line]] = []
     if in_model_forward(lines[i].text):
         return out  # a model's forward calling its own predict(): no phase
+    callee = _callee_in_model_forward(lines, i)
     for ln in lines[i + 1 : i + 1 + CODE_LINES_PER_FRAME]:
         if not _same_rank(ln, rank):
             continue
@@ -563,7 +569,7 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
         code = ipy["code"] if ipy else text
         for m in CODE_CALL.finditer(code):
             phases = _phase_of_name(m["name"])
-            if phases and phases[0] in (*STRONG_PHASES, "train"):
+            if phases and phases[0] in (*STRONG_PHASES, "train") and m["name"] != callee:
                 out.append((m["name"], ln))
         if not ipy:
             break  # CPython prints one statement per frame
@@ -571,6 +577,15 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
 
 
 CODE_LINES_PER_FRAME = 8
+
+
+def _callee_in_model_forward(lines: Sequence[Line], i: int) -> str | None:
+    """The function of the frame after the header lines[i] when that frame is a model's forward pass (skorch's
+    `y_pred = self.infer(Xi)` calls it): its name, called on the code line, names no phase either."""
+    for ln in lines[i + 1 : i + 2 + 2 * CODE_LINES_PER_FRAME]:
+        if may_be_frame(ln.text) and (m := FRAME.match(ln.text)):
+            return frame_func(m) if in_model_forward(ln.text) else None
+    return None
 
 
 def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int = 600) -> list[tuple[str, Line]]:
@@ -601,6 +616,9 @@ NON_TRAIN_BAR = lazy(
     r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)[^|%]{0,80}\d{1,3}%[|\s]"  # building data: "Training datasets: 100%|"
     # Ultralytics checking its labels: "train: Scanning /data/labels/train... 40 images, 0 corrupt: 100% ━━━ 40/40"
     r"|\bScanning [^|%\n]{0,400}\d{1,3}%[|\s]"
+    # skorch's ProgressBar counts an epoch's training batches, then its validation ones, on one bar; its postfix names
+    # the loop of the batch just drawn ("17/20 [00:02<00:00, 7.91it/s, valid_loss=2.66]"): not a training step
+    r"|\d(?:it/s|s/it), valid_loss=[\w+.-]{1,24}\]"
 )
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
@@ -839,12 +857,13 @@ EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evalu
 TORCH_PACKAGE_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?torch[/\\]')
 # A model class's own forward pass, whatever its methods are called: Ultralytics' BaseModel.predict() and
 # _predict_once() run under training (loss()) as under validation, so they name no phase.
-MODEL_FORWARD_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?ultralytics[/\\]nn[/\\]')
+# skorch's NeuralNet.infer() is the module's call under train_step_single() as under evaluation_step().
+MODEL_FORWARD_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:ultralytics[/\\]nn[/\\]|skorch[/\\]net\.py", line \d{1,20}, in infer$)')
 
 
 def in_model_forward(frame_text: str) -> bool:
     """The frame header is in a model class's own forward pass (MODEL_FORWARD_FILE): it names no phase."""
-    return "ultralytics" in frame_text and bool(MODEL_FORWARD_FILE.search(frame_text))
+    return ("ultralytics" in frame_text or "skorch" in frame_text) and bool(MODEL_FORWARD_FILE.search(frame_text))
 
 
 # A script run as a program (its `<module>` frame) says what it is by its file name: test.py, eval_x.py and
@@ -943,6 +962,14 @@ def loss_frame(frames: Sequence[tuple[str, Line]]) -> Line | None:
         if name in LOSS_FUNCS or name.endswith("_loss") or LOSS_PATH.search(ln.text):
             return ln
     return None
+
+
+def training_calls_evaluation(frames: Sequence[tuple[str, Line]]) -> bool:
+    """A training frame encloses the innermost evaluation frame (HF Trainer's _inner_training_loop calling
+    evaluate()): the evaluation runs inside the training loop, whose bar is still open."""
+    names = [_phase_of_name(func.rsplit(".", 1)[-1]) for func, _ in frames]
+    first_eval = next((k for k, phases in enumerate(names) if "eval" in phases), None)
+    return first_eval is not None and any("train" in phases for phases in names[:first_eval])
 
 
 def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:

@@ -498,8 +498,12 @@ class _EventReader:
         if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames) \
                 and not self._training_bar(step, rank):
             step = None  # the bar that was running counts an inference loop's inputs, not training steps
-        if step is not None and phase == "eval" and banner_phase is None:  # an evaluation bar after the training one
-            step = ctx.finished_bar_before(self.markers, self._index_of(step.evidence.line), rank, source) or step
+        # the training loop called the evaluation (HF Trainer's evaluate() from _inner_training_loop; generate() in it)
+        nested = step is not None and ctx.training_calls_evaluation(frames)
+        if step is not None and (phase == "eval" or (phase == "generate" and nested)) and banner_phase is None:
+            # an evaluation bar after the training one, or below it
+            step = ctx.finished_bar_before(self.markers, self._index_of(step.evidence.line), rank, source,
+                                           nested=nested) or step
         if started and phase == "train":  # failed before any logged step (the banner may say where it starts)
             detail["first_step"] = True
             evidence["first_step"] = started
