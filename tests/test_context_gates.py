@@ -35,6 +35,8 @@ EXAMPLES = [
     "Starting training", "Begin the training", "Training started", "starting training from iteration 5", "Start Training",
     "Epoch 1/160", ">>>>>>>start training : setting>>>>>>>", "2|9|Loss: 4.07:  50%|█████     | 3/6 [00:03<00:02]",
     "Epoch(val) [1][8/8]  accuracy: 10.2", "Epoch(val) [1][20]\taccuracy: 0.10", "Iter(test) [100/100]  mAP: 0.5",
+    "Map: 100%|██████████| 1000/1000", "Training datasets: 100%|", "Batches: 50%|█    | 1/2",
+    "train: Scanning /data/labels/train... 40 images, 0 corrupt: 100% ━━━━ 40/40",
 ]
 
 
@@ -64,6 +66,7 @@ def test_each_step_pattern_matches_only_lines_holding_its_literal(texts):
     ("SAVE_BANNER", lambda t: "aving" in t or "Summoning" in t), ("TRAIN_BANNER", lambda t: "raining" in t or "Epoch " in t),
     ("LIGHTNING", lambda t: t.startswith("Epoch ")), ("IGNITE", lambda t: "%" in t and "Epoch" in t),
     ("TORCHTUNE", lambda t: "|Loss: " in t), ("LOOP_ENDED", lambda t: "Epoch(" in t or "Iter(" in t),
+    ("NON_TRAIN_BAR", ctx.NON_TRAIN_NEEDS.found_in),
 ])
 def test_each_gate_passes_every_line_its_pattern_matches(texts, pattern, gate):
     pat = getattr(ctx, pattern)
