@@ -110,23 +110,34 @@ def normalize(number: int, raw: str) -> list[Line]:
         raw = raw[2:]  # any wrap: off the raw line too, so widths and rejoined wraps are the log's own
     out: list[Line] = []
     for seg in raw.split("\r") if "\r" in raw else (raw,):
-        if not seg.strip():
-            continue
         if len(seg) > MAX_LINE_CHARS:  # keep the end: a message glued to a long line comes last
             seg = seg[-MAX_LINE_CHARS:]
-        rank, text = strip_prefixes(seg.rstrip())
-        if text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
-            row = seg.rstrip("\n")
-            raw_row = _unpadded(row)
-            out.append(Line(number, rank, text, raw_row, 0, len(row) if len(raw_row) < len(row) else 0))
+        if (line := _segment(number, seg)) is not None:
+            out.append(line)
     return out
 
 
+def _segment(number: int, seg: str) -> Line | None:
+    """One redraw segment (or a whole line without any) as a Line; None when it is empty or only prefixes."""
+    if not seg.strip():
+        return None
+    rank, text = strip_prefixes(seg.rstrip())
+    if not text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
+        return None
+    row = seg.rstrip("\n")
+    raw_row = _unpadded(row)
+    return Line(number, rank, text, raw_row, 0, len(row) if len(raw_row) < len(row) else 0)
+
+
 def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
-    """Normalise every physical line of a region."""
+    """Normalise every physical line of a region; a plain line (nothing for normalize to undo or split) goes straight
+    to _segment (most lines of most logs: no list of its own, no second round of tests)."""
     out: list[Line] = []
-    for i, raw in enumerate(lines):
-        out.extend(normalize(first_line + i, raw))
+    for number, raw in enumerate(lines, first_line):
+        if "\r" in raw or "\x1b" in raw or "&" in raw or raw[:1] == ">" or len(raw) > MAX_LINE_CHARS:
+            out.extend(normalize(number, raw))
+        elif (line := _segment(number, raw)) is not None:
+            out.append(line)
     return out
 
 
