@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from oomdoctor.parse import context as ctx
-from oomdoctor.parse.normalize import normalize
+from oomdoctor.parse.normalize import Line, normalize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -35,6 +35,8 @@ EXAMPLES = [
     "Starting training", "Begin the training", "Training started", "starting training from iteration 5", "Start Training",
     "Epoch 1/160", ">>>>>>>start training : setting>>>>>>>", "2|9|Loss: 4.07:  50%|█████     | 3/6 [00:03<00:02]",
     "Epoch(val) [1][8/8]  accuracy: 10.2", "Epoch(val) [1][20]\taccuracy: 0.10", "Iter(test) [100/100]  mAP: 0.5",
+    "Map: 100%|██████████| 1000/1000", "Training datasets: 100%|", "Batches: 50%|█    | 1/2",
+    "train: Scanning /data/labels/train... 40 images, 0 corrupt: 100% ━━━━ 40/40",
 ]
 
 
@@ -64,9 +66,26 @@ def test_each_step_pattern_matches_only_lines_holding_its_literal(texts):
     ("SAVE_BANNER", lambda t: "aving" in t or "Summoning" in t), ("TRAIN_BANNER", lambda t: "raining" in t or "Epoch " in t),
     ("LIGHTNING", lambda t: t.startswith("Epoch ")), ("IGNITE", lambda t: "%" in t and "Epoch" in t),
     ("TORCHTUNE", lambda t: "|Loss: " in t), ("LOOP_ENDED", lambda t: "Epoch(" in t or "Iter(" in t),
+    ("NON_TRAIN_BAR", ctx.NON_TRAIN_NEEDS.found_in),
 ])
 def test_each_gate_passes_every_line_its_pattern_matches(texts, pattern, gate):
     pat = getattr(ctx, pattern)
     hits = [t for t in texts if pat.search(t)]
     assert hits
     assert [t for t in hits if not gate(t)] == []
+
+
+def test_gates_from_a_text_keep_every_test_a_line_of_it_needs(texts):
+    """Built from a text, Gates skips only tests no line of it can pass: each line read with the gates of the line
+    itself (the smallest text holding it) finds the step and banner it finds with every test made."""
+    for text in texts:
+        line, gates = Line(1, None, text), ctx.Gates(text)
+        assert ctx.step_of(line, gates) == ctx.step_of(line), text
+        assert ctx._banner_kind(text, False, None, gates) == ctx._banner_kind(text, False), text
+
+
+def test_gates_of_a_text_without_bars_or_banners_skip_their_tests():
+    gates = ctx.Gates("{'loss': 0.5, 'step': 12}\nMA 1.0 GB         Max_MA 2.0 GB")
+    assert not (gates.bar or gates.frame or gates.lightning or gates.eval or gates.save or gates.train)
+    assert [need for need, _ in gates.steps] == ["step", "tep"]
+    assert ctx.step_of(Line(1, None, "{'loss': 0.5, 'step': 12}"), gates) == ctx.StepCount(12, None, False)

@@ -63,3 +63,23 @@ def test_the_literal_scan_without_ahocorasick_agrees(monkeypatch, lines):
     monkeypatch.setattr(lazyregex, "ahocorasick_rs", None)
     assert [C.CONFIG_KEYS.found_in(t) for t in lines] == with_automaton
     assert any(with_automaton) and not all(with_automaton)
+
+
+def test_a_line_shape_drops_exactly_the_digits_the_pattern_drops(lines):
+    texts = [*lines, "step ٣ loss ١٫٢", "ｓｔｅｐ １２", "epoch 3 ²", "loss 0.5 ⁴₂ 𝟙𝟚"]
+    assert [C._shape(t) for t in texts] == [C.DIGITS.sub("", t) for t in texts]
+    assert C._shape("step ٣") == "step " and C._shape("{'loss': 0.25, 'step': 12}") == "{'loss': ., 'step': }"
+
+
+def test_the_run_start_and_root_cause_literals_are_in_every_line_their_patterns_match(lines):
+    from oomdoctor.parse import events as E
+    from oomdoctor.parse import formats as P
+    from oomdoctor.parse import summary as S
+
+    texts = [*lines, "***** Running training *****", "Loading checkpoint shards:   0%|", "python -m torch.distributed.run",
+             "Setting ds_accelerator to cuda (auto detect)", "Root Cause (first observed failure):",
+             "|                  PyTorch CUDA memory summary, device ID 0                 |"]
+    for pat, gate in ((E._RUN_START, lambda t: any(lit in t for lit in E._RUN_START_NEEDS)),
+                      (P.ROOT_CAUSE, lambda t: P.ROOT_CAUSE_TEXT in t), (S.HEAD, lambda t: S.HEAD_NEEDS in t)):
+        hits = [t for t in texts if pat.search(t)]
+        assert hits and all(gate(t) for t in hits), pat.pattern

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import regex
@@ -188,32 +189,54 @@ def may_hold_bar(text: str) -> bool:
     return ("%" in text or "|" in text) and "/" in text
 
 
-def step_of(line: Line) -> StepCount | None:
-    """The step counter one line prints, or None."""
+class Gates:
+    """Which of the literals that step_of and _banner_kind test each line for a source's text holds anywhere: a line
+    holds only those, so a test for one it lacks is skipped on every line (one search over the text, not one per
+    line: on a dense log most of the ~60 tests per line). Built without a text, every test is made."""
+
+    def __init__(self, whole: str | None = None) -> None:
+        def has(*literals: str) -> bool:
+            return whole is None or any(lit in whole for lit in literals)
+
+        self.frame = has("File ", ".py", "<ipython-input-", "Cell In[")  # may_be_frame's
+        self.lightning, self.ignite = has("Epoch "), has("%") and has("Epoch")
+        self.torchtune, self.keras3, self.bar = has("|Loss: "), has("━"), has("%", "|") and has("/")
+        self.steps = tuple((need, pat) for need, pat in zip(STEP_NEEDS, STEP_PATTERNS, strict=True) if has(need))
+        # _banner_kind's: may_be_eval_banner and may_be_init_banner hold for a text holding one of their lines
+        self.eval = whole is None or may_be_eval_banner(whole)
+        self.save, self.init = has("aving", "Summoning"), whole is None or may_be_init_banner(whole)
+        self.train, self.ended = has("raining", "Epoch "), has("Epoch(", "Iter(")
+
+
+EVERY_TEST = Gates()
+
+
+def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
+    """The step counter one line prints, or None (`gates`: the tests worth making on the lines of its source)."""
     text = line.text
-    if (may_be_frame(text) and FRAME.match(text)) or text.lstrip().startswith(("at ", "#")):
+    if (gates.frame and may_be_frame(text) and FRAME.match(text)) or text.lstrip().startswith(("at ", "#")):
         return None
-    m = LIGHTNING.search(text) if text.startswith("Epoch ") else None
+    m = LIGHTNING.search(text) if gates.lightning and text.startswith("Epoch ") else None
     if m:  # the training loop's counter: batches of the epochs before, plus this one's
         return StepCount(int(m["epoch"]) * int(m["total"]) + int(m["n"]), int(m["total"]), True)
-    m = IGNITE.search(text) if "%" in text and "Epoch" in text else None
-    if m and not NON_TRAIN_BAR.search(text):  # epochs count from 1
+    m = IGNITE.search(text) if gates.ignite and "%" in text and "Epoch" in text else None
+    if m and not (NON_TRAIN_NEEDS.found_in(text) and NON_TRAIN_BAR.search(text)):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
-    m = TORCHTUNE.match(text) if "|Loss: " in text else None
+    m = TORCHTUNE.match(text) if gates.torchtune and "|Loss: " in text else None
     if m:
         return StepCount(int(m["n"]), None, False)  # a printed step, not the bar's count
-    m = KERAS3.search(text) if "━" in text else None
+    m = KERAS3.search(text) if gates.keras3 and "━" in text else None
     if m:
         return StepCount(int(m["n"]), int(m["total"]), True)
-    if may_hold_bar(text):
+    if gates.bar and may_hold_bar(text):
         bars = list(TQDM.finditer(text))
-        if bars and NON_TRAIN_BAR.search(text):
+        if bars and NON_TRAIN_NEEDS.found_in(text) and NON_TRAIN_BAR.search(text):
             return None
         if bars:
             b = bars[-1]
             return StepCount(int(b["n"]), int(b["total"]), True)
-    for need, pat in zip(STEP_NEEDS, STEP_PATTERNS, strict=True):
+    for need, pat in gates.steps:
         m = pat.search(text) if need in text else None
         if m:
             return StepCount(int(m["n"]), None, False)
@@ -306,18 +329,24 @@ class Markers:
     """Step lines and banners of one source, read once, so each event finds its context by position
     (bisect) instead of rescanning the log: the cost per event does not grow with the log."""
 
-    def __init__(self, lines: Sequence[Line]):
+    def __init__(self, lines: Sequence[Line], whole: str | None = None):
+        """`whole`: the lines' texts joined by newlines, when the caller has it."""
         self.lines = lines
+        gates = Gates("\n".join([ln.text for ln in lines]) if whole is None else whole)
         self.steps: list[Step] = []
         self.banners: list[Banner] = []  # one per line, by precedence
+        self.eval_banners: list[int] = []  # every line EVAL_BANNER matches (a Lightning epoch bar too)
         epoch_bars = False
         for i, ln in enumerate(lines):
             text = ln.text
-            s = step_of(ln)
+            s = step_of(ln, gates)
             if s is not None:
                 self.steps.append(Step(i, s.n, s.total, s.bar))
                 epoch_bars = epoch_bars or (s.bar and text.startswith("Epoch "))
-            kind = _banner_kind(text, s is not None)
+            evb = gates.eval and may_be_eval_banner(text) and EVAL_BANNER.search(text) is not None
+            if evb:
+                self.eval_banners.append(i)
+            kind = _banner_kind(text, s is not None, evb, gates)
             if kind:
                 self.banners.append(Banner(i, kind))
         if epoch_bars:
@@ -372,17 +401,20 @@ def lightning_without_validation(lines: Sequence[Line], steps: list[Step]) -> li
     return out
 
 
-def _banner_kind(text: str, has_step: bool) -> str | None:
-    """The phase a line announces; each banner is searched only on a line holding a literal its forms all need."""
-    if may_be_eval_banner(text) and EVAL_BANNER.search(text) and not (text.startswith("Epoch ") and LIGHTNING.search(text)):
+def _banner_kind(text: str, has_step: bool, eval_banner: bool | None = None, gates: Gates = EVERY_TEST) -> str | None:
+    """The phase a line announces; each banner is searched only on a line holding a literal its forms all need
+    (`eval_banner`: whether EVAL_BANNER matches the line, when the caller knows)."""
+    if eval_banner is None:
+        eval_banner = gates.eval and may_be_eval_banner(text) and EVAL_BANNER.search(text) is not None
+    if eval_banner and not (text.startswith("Epoch ") and LIGHTNING.search(text)):
         return "eval"
-    if ("aving" in text or "Summoning" in text) and SAVE_BANNER.search(text):
+    if gates.save and ("aving" in text or "Summoning" in text) and SAVE_BANNER.search(text):
         return "save"
-    if not has_step and may_be_init_banner(text) and INIT_BANNER.search(text):
+    if not has_step and gates.init and may_be_init_banner(text) and INIT_BANNER.search(text):
         return "init"
-    if ("raining" in text or "Epoch " in text) and TRAIN_BANNER.search(text):
+    if gates.train and ("raining" in text or "Epoch " in text) and TRAIN_BANNER.search(text):
         return "train"
-    if ("Epoch(" in text or "Iter(" in text) and LOOP_ENDED.search(text):
+    if gates.ended and ("Epoch(" in text or "Iter(" in text) and LOOP_ENDED.search(text):
         return "ended"
     return None
 
@@ -620,6 +652,12 @@ NON_TRAIN_BAR = lazy(
     # the loop of the batch just drawn ("17/20 [00:02<00:00, 7.91it/s, valid_loss=2.66]"): not a training step
     r"|\d(?:it/s|s/it), valid_loss=[\w+.-]{1,24}\]"
 )
+# A literal every form of NON_TRAIN_BAR holds (a bar line holding none is not searched: ~0.5 us against ~10).
+NON_TRAIN_NEEDS = Literals((
+    "Loading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
+    "Resolving", "Saving", "Converting", "Quantiz", "Calibrat", "Capturing", "Computing", "Packing", "Running tokenizer",
+    "Evaluating", "Validat", "Predict", "Test", "Batches", "mAP50-95)", "data", "files", "shards", "Scanning ",
+))
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
 MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b"
@@ -1369,7 +1407,7 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
         if "out of memory" in text:  # the message configures nothing, but its path can name the engine that raised it
             _stacks_named(ln, text, source, stacks)
             continue
-        shape = DIGITS.sub("", text)
+        shape = _shape(text)
         if shape in barren:
             continue
         if not _config_line(ln, text, source, cfg, stacks) and len(barren) < BARREN_SHAPES:
@@ -1382,6 +1420,12 @@ def config_from(lines: Sequence[Line], source: str) -> dict[str, Value]:
 
 DIGITS = lazy(r"\d{1,40}")
 BARREN_SHAPES = 4096  # shapes remembered per source
+_ASCII_DIGITS = b"0123456789"
+
+
+def _shape(text: str) -> str:
+    """The line without its digits (an ASCII line's are only 0-9: deleted from its bytes, ~10x cheaper than DIGITS)."""
+    return text.encode().translate(None, _ASCII_DIGITS).decode() if text.isascii() else DIGITS.sub("", text)
 
 
 def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks: dict[str, Evidence]) -> bool:
@@ -1493,19 +1537,23 @@ _HAND_UNIT = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB", "bytes": "B", "B":
 HF_MEMORY = lazy(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d{1,20}(?:\.\d{1,20})?)")
 
 
+Sample = MemorySample | Callable[[], MemorySample]  # a sample, or how to build it once it is known to be kept
+
+
 class SampleSeries:
     """Memory samples kept in bounded space: the first ones, the last ones before the end, and a stride sample
-    of the middle whose stride doubles as it fills, so a run of 10^6 steps keeps its shape in ~2,300 samples."""
+    of the middle whose stride doubles as it fills, so a run of 10^6 steps keeps its shape in ~2,300 samples. A
+    sample may come as the call that builds it: only the kept ones are built (most of a dense log's are dropped)."""
 
     FIRST, MIDDLE, LAST = 256, 1024, 1024
 
     def __init__(self) -> None:
-        self.first: list[MemorySample] = []
-        self.middle: list[MemorySample] = []
-        self.last: deque[MemorySample] = deque()
+        self.first: list[Sample] = []
+        self.middle: list[Sample] = []
+        self.last: deque[Sample] = deque()
         self.stride, self.passed = 1, 0
 
-    def append(self, sample: MemorySample) -> None:
+    def append(self, sample: Sample) -> None:
         if len(self.first) < self.FIRST:
             self.first.append(sample)
             return
@@ -1519,26 +1567,29 @@ class SampleSeries:
             self.passed += 1
 
     def items(self) -> list[MemorySample]:
-        return [*self.first, *self.middle, *self.last]
+        return [s if isinstance(s, MemorySample) else s() for s in (*self.first, *self.middle, *self.last)]
 
 
-def memory_samples(lines: Sequence[Line], source: str, markers: Markers | None = None) -> list[MemorySample]:
+def memory_samples(lines: Sequence[Line], source: str, markers: Markers | None = None,
+                   whole: str | None = None) -> list[MemorySample]:
     """Per-step memory lines (DeepSpeed, Megatron, torchtitan, hand-written prints), each with the step printed
-    before it, in bounded space (SampleSeries). `markers` of the same lines, when built, hold their steps already."""
+    before it, in bounded space (SampleSeries). `markers` of the same lines, when built, hold their steps already;
+    `whole`, the lines' texts joined, when the caller has it: a form whose literal it lacks is not tried on any line."""
     out = SampleSeries()
     last = _LastStep(lines, markers.steps if markers is not None and markers.lines is lines else None)
+    ds, megatron = whole is None or "MA " in whole, whole is None or "memory" in whole
+    hand = whole is None or "mem" in whole or "llocated" in whole or "eserved" in whole
+    if not (ds or megatron or hand):
+        return []
     for k, ln in enumerate(lines):
         text = ln.text
-        if "MA " in text:
+        if ds and "MA " in text:
             m = DS_MEMORY.search(text)
             if m:
-                out.append(MemorySample(
-                    step=last.before(k), allocated_bytes=to_bytes(m["ma"], "GiB"),
-                    max_allocated_bytes=to_bytes(m["maxma"], "GiB"), reserved_bytes=to_bytes(m["ca"], "GiB"),
-                    max_reserved_bytes=to_bytes(m["maxca"], "GiB"), evidence=_ev(source, ln)))
+                out.append(partial(_ds_sample, m, last.before(k), source, ln))
                 last.skip(k)
                 continue
-        if "memory" in text:
+        if megatron and "memory" in text:
             m = MEGATRON_MEMORY.search(text)
             if m:
                 out.append(MemorySample(
@@ -1553,10 +1604,22 @@ def memory_samples(lines: Sequence[Line], source: str, markers: Markers | None =
                 out.append(MemorySample(step=last.step, max_reserved_bytes=to_bytes(m["mem"], m["unit"]),
                                         evidence=_ev(source, ln)))
                 continue
-        if ("mem" in text or "llocated" in text or "eserved" in text) and not OOM_TEXT.search(text) \
-                and (sample := _hand_sample(ln, last.before(k + 1), source)):
-            out.append(sample)
+        if hand and ("mem" in text or "llocated" in text or "eserved" in text) and not OOM_TEXT.search(text):
+            step = last.before(k + 1)
+            if got := _hand_figures(ln):
+                out.append(partial(_sample, step, source, ln, got))
     return out.items()
+
+
+def _ds_sample(m: regex.Match[str], step: int | None, source: str, ln: Line) -> MemorySample:
+    """The sample of a DeepSpeed see_memory_usage line (its figures are digits: converting them cannot fail)."""
+    return MemorySample(step=step, allocated_bytes=to_bytes(m["ma"], "GiB"), max_allocated_bytes=to_bytes(m["maxma"], "GiB"),
+                        reserved_bytes=to_bytes(m["ca"], "GiB"), max_reserved_bytes=to_bytes(m["maxca"], "GiB"),
+                        evidence=_ev(source, ln))
+
+
+def _sample(step: int | None, source: str, ln: Line, got: dict[str, int]) -> MemorySample:
+    return MemorySample(step=step, evidence=_ev(source, ln), **got)
 
 
 class _LastStep:
@@ -1595,8 +1658,9 @@ class _LastStep:
         self.step, self.unread = step, k + 1
 
 
-def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None:
-    """A memory sample from a hand-written or library print; None unless a figure carries a unit or is bytes."""
+def _hand_figures(ln: Line) -> dict[str, int]:
+    """The figures of a hand-written or library memory print, by field; none unless a figure carries a unit or is
+    bytes."""
     got: dict[str, int] = {}
     for m in HAND_MEMORY.finditer(ln.text):
         unit = m["unit"]
@@ -1613,9 +1677,7 @@ def _hand_sample(ln: Line, step: int | None, source: str) -> MemorySample | None
         field = ("max_reserved_bytes" if "reserved" in key and "max" in key else "reserved_bytes" if "reserved" in key
                  else "max_allocated_bytes" if "max" in key else "allocated_bytes")
         got.setdefault(field, value)
-    if not got:
-        return None
-    return MemorySample(step=step, evidence=_ev(source, ln), **got)
+    return got
 
 
 # ---- ranks -------------------------------------------------------------------------------------------

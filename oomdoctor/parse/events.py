@@ -66,6 +66,8 @@ _TRACEBACK_START = lazy(r"^\s*(?:Traceback \(most recent call last\)|During hand
 _RUN_START = lazy(
     r"\*{5} Running training \*{5}|Loading checkpoint shards:\s+0%|torch\.distributed\.run|Setting ds_accelerator"
 )
+_RUN_START_NEEDS = ("***** Running training *****", "Loading checkpoint shards:", "torch.distributed.run",
+                    "Setting ds_accelerator")  # one of them is in every line _RUN_START matches
 
 
 @dataclass
@@ -330,14 +332,18 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
     lines = ctx.with_ray_ranks(unwrap(lines, has_trigger))
-    root_rank = _root_cause_rank(lines, source)
+    # The source's text in one string: a pass that reads only lines holding some literal is skipped, one search over
+    # it, when the source holds none of them (no line can), instead of testing every line.
+    whole = "\n".join([ln.text for ln in lines])
+    root_rank = _root_cause_rank(lines, source) if P.ROOT_CAUSE_TEXT in whole else None
     hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)
-    reader = _EventReader(lines, source, root_rank, ctx.Markers(lines if first_hit else ()))
+    reader = _EventReader(lines, source, root_rank, ctx.Markers(lines, whole) if first_hit else ctx.Markers(()))
     events: list[OOMEvent] = []
     seen: dict[str, int] = {}  # dedupe key -> index in events
     echoed: dict[str, int] = {}  # a ranked event's key without its rank -> index in events
-    run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)] if first_hit else []
+    run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)] \
+        if first_hit and any(lit in whole for lit in _RUN_START_NEEDS) else []
     run, last_idx, over = 0, -1, 0
     for hit in chain((first_hit,), hits) if first_hit else ():
         if events and bisect_right(run_starts, last_idx) < bisect_left(run_starts, hit.idx):
@@ -367,18 +373,25 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         warnings.warn(LimitWarning(f"{source}: {over:,} more OOM messages after the first {MAX_EVENTS_PER_SOURCE:,} "
                                    "were counted, not reported one by one"), stacklevel=2)
     _attach_root_cause_rank(events, root_rank)
-    if events:
+    if events and memory_summary.HEAD_NEEDS in whole:
         events = memory_summary.attach(events, memory_summary.tables(lines, source))
     run_ctx = RunContext(
-        source=source, config=ctx.config_from(lines, source), memory=tuple(ctx.memory_samples(lines, source, reader.markers)),
-        eval_lines=tuple(ctx._ev(source, ln) for ln in lines
-                         if ctx.may_be_eval_banner(ln.text) and ctx.EVAL_BANNER.search(ln.text)),
+        source=source, config=ctx.config_from(lines, source),
+        memory=tuple(ctx.memory_samples(lines, source, reader.markers, whole)),
+        eval_lines=_eval_lines(lines, source, reader.markers if first_hit else None),
         torch_version=_first_value(lines, source, P.TORCH_VERSION, "version"),
-        alloc_conf=_alloc_conf(lines, source), root_cause_rank=root_rank,
+        alloc_conf=_alloc_conf(lines, source) if "ALLOC_CONF" in whole else None, root_cause_rank=root_rank,
     )
     if run_ctx.torch_version:
         events = [e.model_copy(update={"torch_version": run_ctx.torch_version.value}) for e in events]
     return events, run_ctx
+
+
+def _eval_lines(lines: Sequence[Line], source: str, markers: ctx.Markers | None) -> tuple[Evidence, ...]:
+    """The lines an evaluation banner matches: those the markers of the lines found, or read anew without them."""
+    if markers is not None:
+        return tuple(ctx._ev(source, lines[k]) for k in markers.eval_banners)
+    return tuple(ctx._ev(source, ln) for ln in lines if ctx.may_be_eval_banner(ln.text) and ctx.EVAL_BANNER.search(ln.text))
 
 
 def _dedupe_key(run: int, rank: int | None, f: dict, hit: _Hit) -> str:

@@ -349,6 +349,7 @@ TORCH_VERSION = lazy(
 ALLOC_CONF = lazy(
     r"(?P<var>PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF)['\"]?\s*[:=]\s*['\"]?(?P<value>[\w:,.\[\]>]+)"
 )
-ROOT_CAUSE = lazy(r"Root Cause \(first observed failure\)")
+ROOT_CAUSE_TEXT = "Root Cause (first observed failure)"
+ROOT_CAUSE = lazy(regex.escape(ROOT_CAUSE_TEXT))
 ROOT_RANK = lazy(r"^\s*rank\s*:\s*(?P<rank>\d{1,20})")
 NCCL_CALLOC = lazy(r"Failed to CUDA (?:calloc|malloc|host alloc) (?P<requested>\d{1,20}) bytes")

@@ -12,14 +12,13 @@ from oomdoctor.parse.lazyregex import lazy
 ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 # Rank prefixes a launcher puts before each line of a worker (the rank is recorded).
-RANK_PREFIX = lazy(
-    r"""^(?:
-        \[(?:rank|default)(?P<r1>\d{1,5})\]:\s?          # torchrun: [rank3]: / --tee: [default3]:
-      | rank(?P<r2>\d{1,5}):(?:\s|$)                      # rank3: text
-      | \[\d+,(?P<r3>\d{1,5})\]<std(?:out|err)>:\s?      # mpirun --tag-output: [1,3]<stderr>:
-      | (?P<r4>\d{1,4}):(?:\s|$)                          # srun --label: 3: text
-    )""",
-    regex.VERBOSE,
+RANK_PREFIX_RE = (
+    r"""(?:
+        \[(?:rank|default)(?P<rank>\d{1,5})\]:\s?          # torchrun: [rank3]: / --tee: [default3]:
+      | rank(?P<rank>\d{1,5}):(?:\s|$)                      # rank3: text
+      | \[\d+,(?P<rank>\d{1,5})\]<std(?:out|err)>:\s?      # mpirun --tag-output: [1,3]<stderr>:
+      | (?P<rank>\d{1,4}):(?:\s|$)                          # srun --label: 3: text
+    )"""
 )
 # systemd's journal (journalctl -u vllm): "Nov 28 12:00:01 gpu-node-3 python[12345]: ". The collector's header: the
 # process name in it is not read as a stack (every unit's lines carry it, whatever the program prints).
@@ -27,8 +26,8 @@ JOURNAL_HEADER_RE = (r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s[\s\
                      r"[\w.@:/-]{1,64}\[\d{1,10}\]:(?:\s|$)")
 JOURNAL_HEADER = lazy(JOURNAL_HEADER_RE)
 # Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
-LOG_PREFIX = lazy(
-    r"""^(?:
+LOG_PREFIX_RE = (
+    r"""(?:
         \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\sstd(?:out|err)\s[FP](?:\s|$)   # k8s CRI: ...Z stdout F
       | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z(?:\s|$)                       # GitHub Actions' raw log: ...1234567Z text
       | \d\d/\d\d/\d{4}\s\d\d:\d\d:\d\d\s-\s(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s-\s[\w.<>-]{1,40}\s-(?:\s|$)
@@ -49,9 +48,12 @@ LOG_PREFIX = lazy(
       | [\w.-]{1,40}[-_]\d{1,3}\s{1,30}\|(?:\s|$)                               # docker compose: vllm-1  |     indented
       | [\w.-]{1,40}\s{1,4}\|\s(?=\S)                                          # docker compose: vllm  | text
       | (?:localhost|worker-?\d+|node-?\d+|[\w-]+-\d+|\d{1,3}(?:\.\d{1,3}){3}):\s   # pdsh: worker-1: / 10.0.0.5:
-    )""",
-    regex.VERBOSE,
+    )"""
 )
+PREFIX_DEPTH = 6  # prefixes stripped from one line at most
+# Every prefix of a line in one match (one call, not two per prefix): at each step a rank prefix is tried first, then
+# a logging one; the `rank` group's captures are the ranks of the rank prefixes, in order.
+PREFIXES = lazy(f"^(?:{RANK_PREFIX_RE}|{LOG_PREFIX_RE}){{1,{PREFIX_DEPTH}}}", regex.VERBOSE)
 
 # The character references a scraped web page leaves in its text (`&gt;`, `&#39;`, `&quot;`): read as the characters.
 HTML_ENTITY = lazy(r"&(?:amp|lt|gt|quot|apos|nbsp|#\d{1,5}|#[xX][0-9a-fA-F]{1,4});")
@@ -78,21 +80,12 @@ class Line(NamedTuple):
 
 
 def strip_prefixes(text: str) -> tuple[int | None, str]:
-    """Remove launcher and logging prefixes (in any order, several deep); return (rank, rest)."""
-    rank: int | None = None
-    for _ in range(6):
-        m = RANK_PREFIX.match(text)
-        if m:
-            if rank is None:
-                rank = int(next(g for g in m.groups() if g is not None))
-            text = text[m.end():]
-            continue
-        m = LOG_PREFIX.match(text)
-        if m and m.end() > 0:
-            text = text[m.end():]
-            continue
-        break
-    return rank, text
+    """Remove launcher and logging prefixes (in any order, up to PREFIX_DEPTH deep); return (rank, rest)."""
+    m = PREFIXES.match(text)
+    if m is None:
+        return None, text
+    ranks = m.captures("rank")
+    return (int(ranks[0]) if ranks else None), text[m.end():]
 
 
 def _unpadded(raw: str) -> str:
@@ -117,23 +110,34 @@ def normalize(number: int, raw: str) -> list[Line]:
         raw = raw[2:]  # any wrap: off the raw line too, so widths and rejoined wraps are the log's own
     out: list[Line] = []
     for seg in raw.split("\r") if "\r" in raw else (raw,):
-        if not seg.strip():
-            continue
         if len(seg) > MAX_LINE_CHARS:  # keep the end: a message glued to a long line comes last
             seg = seg[-MAX_LINE_CHARS:]
-        rank, text = strip_prefixes(seg.rstrip())
-        if text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
-            row = seg.rstrip("\n")
-            raw_row = _unpadded(row)
-            out.append(Line(number, rank, text, raw_row, 0, len(row) if len(raw_row) < len(row) else 0))
+        if (line := _segment(number, seg)) is not None:
+            out.append(line)
     return out
 
 
+def _segment(number: int, seg: str) -> Line | None:
+    """One redraw segment (or a whole line without any) as a Line; None when it is empty or only prefixes."""
+    if not seg.strip():
+        return None
+    rank, text = strip_prefixes(seg.rstrip())
+    if not text:  # a prefix with nothing after it ("[rank1]:", ">") is an empty line
+        return None
+    row = seg.rstrip("\n")
+    raw_row = _unpadded(row)
+    return Line(number, rank, text, raw_row, 0, len(row) if len(raw_row) < len(row) else 0)
+
+
 def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
-    """Normalise every physical line of a region."""
+    """Normalise every physical line of a region; a plain line (nothing for normalize to undo or split) goes straight
+    to _segment (most lines of most logs: no list of its own, no second round of tests)."""
     out: list[Line] = []
-    for i, raw in enumerate(lines):
-        out.extend(normalize(first_line + i, raw))
+    for number, raw in enumerate(lines, first_line):
+        if "\r" in raw or "\x1b" in raw or "&" in raw or raw[:1] == ">" or len(raw) > MAX_LINE_CHARS:
+            out.extend(normalize(number, raw))
+        elif (line := _segment(number, raw)) is not None:
+            out.append(line)
     return out
 
 

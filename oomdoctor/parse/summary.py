@@ -17,6 +17,7 @@ from oomdoctor.parse.normalize import Line
 from oomdoctor.units import to_bytes
 
 HEAD = lazy(r"PyTorch CUDA memory summary, device ID (?P<device>\d{1,3})")
+HEAD_NEEDS = "memory summary"  # in every line HEAD matches
 COUNTS = lazy(r"CUDA OOMs: (?P<ooms>\d{1,9})\s*\|\s*cudaMalloc retries: (?P<retries>\d{1,9})")
 _SIZE = r"(?P<{0}>\d{{1,12}}) (?P<{0}_unit>B|KiB|MiB|GiB|TiB|PiB|KB|MB|GB|TB|PB)"  # 1.x printed KB/MB/GB, base 1024
 ROW = lazy(r"\|\s?(?P<metric>Allocated memory|Active memory|Requested memory|GPU reserved memory|"
@@ -33,7 +34,7 @@ def tables(lines: Sequence[Line], source: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     k = 0
     while k < len(lines):
-        head = HEAD.search(lines[k].text) if "memory summary" in lines[k].text else None
+        head = HEAD.search(lines[k].text) if HEAD_NEEDS in lines[k].text else None
         if head is None:
             k += 1
             continue

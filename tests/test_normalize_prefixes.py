@@ -1,0 +1,57 @@
+"""Prefix stripping in one match takes exactly what taking one prefix at a time (rank first, then logging) took."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import regex
+
+from oomdoctor.parse.normalize import LOG_PREFIX_RE, PREFIX_DEPTH, RANK_PREFIX_RE, strip_prefixes
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+_RANK = regex.compile("^" + RANK_PREFIX_RE, regex.VERBOSE)
+_LOG = regex.compile("^" + LOG_PREFIX_RE, regex.VERBOSE)
+PREFIXES = ["[rank3]: ", "[rank12]:", "rank4: ", "[1,3]<stderr>: ", "3: ", "2024-01-01 12:00:00,123 ", "[INFO] ",
+            "INFO - ", "ERROR:root:", "[logging.py:96:log_dist] ", "vllm-1  | ", "worker-1: ", "[default2]:", "1:",
+            "E0101 12:00:00.123456 1234 f.cc:12] ", "Nov 28 12:00:01 gpu-node-3 python[12345]: ", "12:00:01.123 ",
+            "[12:00:00] ", "- ERROR - mod - ", "2024-05-01T12:00:01.1234567Z ", "05/01/2024 12:00:01 - INFO - __main__ - "]
+
+
+def one_at_a_time(text: str) -> tuple[int | None, str]:
+    """The reference: a rank prefix, else a logging prefix, taken off the front, up to PREFIX_DEPTH times."""
+    rank = None
+    for _ in range(PREFIX_DEPTH):
+        m = _RANK.match(text) or _LOG.match(text)
+        if not m or not m.end():
+            break
+        if rank is None and m.re is _RANK:
+            rank = int(m["rank"])
+        text = text[m.end():]
+    return rank, text
+
+
+def _texts() -> list[str]:
+    texts = {seg.rstrip() for p in sorted(FIXTURES.rglob("*.log"))
+             for raw in p.read_text(errors="replace").split("\n") for seg in raw.split("\r")}
+    rnd = random.Random(0)
+    base = sorted(texts)
+    for _ in range(20000):  # prefixes stacked in every order and depth, before real lines and their cut ends
+        head = "".join(rnd.choice(PREFIXES) for _ in range(rnd.randint(0, 9)))
+        texts.add((head + rnd.choice(base)[: rnd.randint(0, 80)]).rstrip())
+    return sorted(texts)
+
+
+def test_stacked_prefixes_are_all_taken_and_the_first_rank_kept():
+    assert strip_prefixes("[rank3]: [2026-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 3] step=12") == (
+        3, "[Rank 3] step=12")
+    assert strip_prefixes("2024-01-01 12:00:00 rank5: [rank7]: loss 1.0") == (5, "loss 1.0")
+    assert strip_prefixes("{'loss': 0.5}") == (None, "{'loss': 0.5}")
+    assert strip_prefixes("1: 2: 3: 4: 5: 6: 7: x") == (1, "7: x")  # PREFIX_DEPTH deep at most
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_one_match_takes_what_one_prefix_at_a_time_took(chunk):
+    texts = _texts()[chunk::4]
+    assert [t for t in texts if strip_prefixes(t) != one_at_a_time(t)] == []
