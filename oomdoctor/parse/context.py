@@ -657,6 +657,7 @@ NON_TRAIN_NEEDS = Literals((
     "Loading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
     "Resolving", "Saving", "Converting", "Quantiz", "Calibrat", "Capturing", "Computing", "Packing", "Running tokenizer",
     "Evaluating", "Validat", "Predict", "Test", "Batches", "mAP50-95)", "data", "files", "shards", "Scanning ",
+    "valid_loss=",
 ))
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
