@@ -223,24 +223,16 @@ def _context_bytes() -> dict[str, Any]:
             "after_conv_bytes": after_conv, "device": torch.cuda.get_device_name(0), "torch": torch.__version__}
 
 
-def _workload(params: dict[str, Any]) -> dict[str, Any]:
-    """The trial workload of a bench/fidelity.py row (as fidelity.replay builds it)."""
-    if "entry" in params:
-        return {"kind": "entry", "entry": params["entry"], "params": {k: v for k, v in params.items() if k != "entry"}}
-    return {"kind": "hf" if "config" in params else "transformer", "params": params}
-
-
 def _measure_workloads(only: list[str] | None) -> list[dict[str, Any]]:
     """Each selected row (a name containing one of `only`) unlimited, then under its source's card."""
     import gc
 
     import torch
 
-    from bench.fidelity import CARDS, ROWS
+    from bench.fidelity import BASE_DIR, CARDS, ROWS, workload
     from oomdoctor.verify.trial import run_cuda
 
     total = torch.cuda.get_device_properties(0).total_memory
-    base = str(Path(__file__).resolve().parent.parent)
     rows = []
     for name, params, published, source in ROWS:
         if only and not any(o in name for o in only):
@@ -248,7 +240,7 @@ def _measure_workloads(only: list[str] | None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": name, "published": published, "card_bytes": CARDS[source]}
         for label, capacity in (("unlimited", total), ("at_card", CARDS[source])):
             spec = {"device": "cuda", "phase": "train", "steps": 2, "capacity_bytes": capacity, "non_pytorch_bytes": 0,
-                    "alloc_conf": "", "base_dir": base, "workload": _workload(params)}
+                    "alloc_conf": "", "base_dir": BASE_DIR, "workload": workload(params)}
             try:
                 r = run_cuda(spec)
                 row[label] = {k: r[k] for k in ("oom", "peak_allocated_bytes", "peak_reserved_bytes", "seconds")}

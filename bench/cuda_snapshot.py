@@ -23,11 +23,10 @@ def record(name: str, params: dict, out: Path) -> dict:
     """Run the row's steps with memory history on; write its trace; return the peak figures."""
     import torch
 
-    from bench.cuda_fidelity import _workload
+    from bench.fidelity import BASE_DIR, workload
     from oomdoctor.verify.trial import _factory
 
-    spec = {"phase": "train", "steps": 2, "base_dir": str(Path(__file__).resolve().parent.parent),
-            "workload": _workload(params)}
+    spec = {"phase": "train", "steps": 2, "base_dir": BASE_DIR, "workload": workload(params)}
     device = torch.device("cuda", 0)
     torch.cuda.init()  # the peak-stat reset below needs the device's context
     torch.cuda.empty_cache()

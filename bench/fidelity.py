@@ -85,19 +85,24 @@ ROWS: list[tuple[str, dict, int | str, str]] = [
 ]
 
 
+BASE_DIR = str(Path(__file__).resolve().parent.parent)  # where a row's entry point (bench/...) is found
+
+
+def workload(params: dict) -> dict:
+    """A row's trial workload: a step of the source's own benchmark script (`entry`), or a model."""
+    if "entry" in params:
+        return {"kind": "entry", "entry": params["entry"], "params": {k: v for k, v in params.items() if k != "entry"}}
+    return {"kind": "hf" if "config" in params else "transformer", "params": params}
+
+
 def replay(params: dict, capacity: int) -> dict:
     from oomdoctor.verify.libraries import workspaces
     from oomdoctor.verify.trial import run_sim
 
-    # both sources measured on A100s: cuBLAS's default workspaces, one per thread running matrix products
-    if "entry" in params:  # a step of the source's own benchmark script
-        workload = {"kind": "entry", "entry": params["entry"],
-                    "params": {k: v for k, v in params.items() if k != "entry"}}
-    else:
-        workload = {"kind": "hf" if "config" in params else "transformer", "params": params}
+    # the sources measured on A100s: cuBLAS's default workspaces, one per thread running matrix products
     return run_sim({"device": "sim", "phase": "train", "steps": 2, "capacity_bytes": capacity,
                     "non_pytorch_bytes": 0, "alloc_conf": "", "workspace_bytes": workspaces("A100"),
-                    "base_dir": str(Path(__file__).resolve().parent.parent), "workload": workload})
+                    "base_dir": BASE_DIR, "workload": workload(params)})
 
 
 def main() -> int:
