@@ -124,11 +124,25 @@ VISION_LANGUAGE = frozenset({"llava"})
 NO_CHECKPOINTING = frozenset({"resnet", "convnext"})
 
 
+def causal_lm(model_type: str | None) -> bool:
+    """Whether `model: hf` replays this model_type as a causal LM (not an image classifier or a vision-language model)."""
+    return model_type not in IMAGE_CLASSIFIERS and model_type not in VISION_LANGUAGE
+
+
 def hf_replays(model_type: str | None, phase: str) -> bool:
     """Whether `model: hf` replays `phase` for this model_type: training and evaluation for every model,
-    generation for a causal LM (not an image classifier or a vision-language model)."""
-    causal_lm = model_type not in IMAGE_CLASSIFIERS and model_type not in VISION_LANGUAGE
-    return phase in ("train", "eval") or (phase == "generate" and causal_lm)
+    generation for a causal LM."""
+    return phase in ("train", "eval") or (phase == "generate" and causal_lm(model_type))
+
+
+def fused_loss_refusal(model_type: str | None, completion_len: int | None) -> str | None:
+    """Why Liger's fused linear cross-entropy is not replayed for this training step, or None: it stands for a causal
+    LM's own loss, not an image model's nor an RL policy update's."""
+    if not causal_lm(model_type):
+        return "the fused cross-entropy is replayed for a causal LM's own loss only"
+    if completion_len:
+        return "an RL policy update's loss (TRL's use_liger_loss) is not replayed fused"
+    return None
 _COMPILED = tuple((regex.compile(rf"(?<![\w.]){p}(?![\w.])|(?<![\w.]){p}-"), cfg) for p, cfg in CATALOG)
 
 

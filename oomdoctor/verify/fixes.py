@@ -19,7 +19,7 @@ from oomdoctor.fixids import (
     max_split_size_mb,
 )
 from oomdoctor.verify.allocator import AllocConf
-from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, NO_CHECKPOINTING, VISION_LANGUAGE, from_catalog
+from oomdoctor.verify.architectures import NO_CHECKPOINTING, from_catalog, fused_loss_refusal
 from oomdoctor.verify.params import TransformerParams
 
 
@@ -206,10 +206,8 @@ def fused_cross_entropy(v: Variant, phase: str) -> Variant:
     if "config" in v.params:  # model: hf, where Liger replaces the causal-LM loss of a training step
         if phase != "train":
             raise NotApplicable("Liger's fused loss runs in training; evaluation computes the logits as usual")
-        if _model_type(v.params) in IMAGE_CLASSIFIERS or _model_type(v.params) in VISION_LANGUAGE:
-            raise NotApplicable("the fused cross-entropy is replayed for a causal LM's own loss only")
-        if v.params.get("completion_len"):
-            raise NotApplicable("an RL policy update's loss (TRL's use_liger_loss) is not replayed fused")
+        if why := fused_loss_refusal(_model_type(v.params), v.params.get("completion_len")):
+            raise NotApplicable(why)
     if v.params["fused_cross_entropy"]:
         raise NotApplicable("the loss is already chunked")
     return _set(v, fused_cross_entropy=True)

@@ -20,7 +20,14 @@ from typing import Any
 
 import torch
 
-from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, VISION_LANGUAGE, hf_replays, resolve
+from oomdoctor.verify.architectures import (
+    IMAGE_CLASSIFIERS,
+    VISION_LANGUAGE,
+    causal_lm,
+    fused_loss_refusal,
+    hf_replays,
+    resolve,
+)
 from oomdoctor.verify.hfzero import Partition, Zero3, partition
 from oomdoctor.verify.params import HFParams
 
@@ -326,13 +333,12 @@ def _step(p: HFParams, model: Any, device: torch.device, phase: str, zero: Zero3
     forward = ((lambda batch: _image_text_forward(model, batch)) if kind in VISION_LANGUAGE
                else (lambda batch: model(**batch)))
     if p.completion_len and phase == "train":
-        if kind in IMAGE_CLASSIFIERS or kind in VISION_LANGUAGE:
+        if not causal_lm(kind):
             raise ValueError("completion_len (an RL policy update) is replayed for causal LMs only")
         forward = _policy_update_forward(model, p.completion_len)
     if p.fused_cross_entropy and phase == "train":
-        if kind in IMAGE_CLASSIFIERS or kind in VISION_LANGUAGE or p.completion_len:
-            raise ValueError("fused_cross_entropy (Liger's fused linear cross-entropy) is replayed for a causal LM's "
-                             "own loss only")
+        if why := fused_loss_refusal(kind, p.completion_len):
+            raise ValueError(f"fused_cross_entropy (Liger's fused linear cross-entropy): {why}")
         forward = _fused_loss_forward(model)
 
     if phase == "train":
