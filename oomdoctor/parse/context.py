@@ -256,6 +256,11 @@ def may_be_eval_banner(text: str) -> bool:
             or ("%" in text and ("val" in text or "alid" in text or "est" in text or "redict" in text or "nfer" in text)))
 
 
+def is_eval_banner(text: str) -> bool:
+    """The line announces an evaluation loop (EVAL_BANNER matches; searched only where may_be_eval_banner allows)."""
+    return may_be_eval_banner(text) and EVAL_BANNER.search(text) is not None
+
+
 def may_be_init_banner(text: str) -> bool:
     """False when INIT_BANNER cannot match: each of its forms holds one of these literals."""
     return ("oad" in text or "reat" in text or "nitializ" in text or "rocessing" in text or "uilding" in text
@@ -276,7 +281,7 @@ def eval_progress(lines: Sequence[Line], idx: int, rank: int | None) -> tuple[in
         if not _same_rank(ln, rank):
             continue
         text = ln.text
-        banner = bool(EVAL_BANNER.search(text))
+        banner = is_eval_banner(text)
         bars = list(TQDM.finditer(text)) if may_hold_bar(text) else []
         named = bool(bars) and bool(EVAL_BAR.search(text))
         if bars and int(bars[-1]["total"]) >= int(bars[-1]["n"]) and nearest is None and (not banner or named):
@@ -343,7 +348,7 @@ class Markers:
             if s is not None:
                 self.steps.append(Step(i, s.n, s.total, s.bar))
                 epoch_bars = epoch_bars or (s.bar and text.startswith("Epoch "))
-            evb = gates.eval and may_be_eval_banner(text) and EVAL_BANNER.search(text) is not None
+            evb = gates.eval and is_eval_banner(text)
             if evb:
                 self.eval_banners.append(i)
             kind = _banner_kind(text, s is not None, evb, gates)
@@ -405,7 +410,7 @@ def _banner_kind(text: str, has_step: bool, eval_banner: bool | None = None, gat
     """The phase a line announces; each banner is searched only on a line holding a literal its forms all need
     (`eval_banner`: whether EVAL_BANNER matches the line, when the caller knows)."""
     if eval_banner is None:
-        eval_banner = gates.eval and may_be_eval_banner(text) and EVAL_BANNER.search(text) is not None
+        eval_banner = gates.eval and is_eval_banner(text)
     if eval_banner and not (text.startswith("Epoch ") and LIGHTNING.search(text)):
         return "eval"
     if gates.save and ("aving" in text or "Summoning" in text) and SAVE_BANNER.search(text):

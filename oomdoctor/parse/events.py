@@ -391,7 +391,7 @@ def _eval_lines(lines: Sequence[Line], source: str, markers: ctx.Markers | None)
     """The lines an evaluation banner matches: those the markers of the lines found, or read anew without them."""
     if markers is not None:
         return tuple(ctx._ev(source, lines[k]) for k in markers.eval_banners)
-    return tuple(ctx._ev(source, ln) for ln in lines if ctx.may_be_eval_banner(ln.text) and ctx.EVAL_BANNER.search(ln.text))
+    return tuple(ctx._ev(source, ln) for ln in lines if ctx.is_eval_banner(ln.text))
 
 
 def _dedupe_key(run: int, rank: int | None, f: dict, hit: _Hit) -> str:
