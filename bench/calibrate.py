@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.accuracy import held_out, project_of  # noqa: E402
-from oomdoctor.engine.engine import diagnose_with  # noqa: E402
+from oomdoctor.engine.engine import CONTRIBUTING_MIN, diagnose_with  # noqa: E402
 from oomdoctor.engine.loader import load_rules  # noqa: E402
 from oomdoctor.parse import parse_files  # noqa: E402
 
@@ -98,28 +98,40 @@ def reliability(all_cases: list[Case]) -> list[tuple[str, int, float, float]]:
 FIT_RANGE = (0.05, 0.95)  # no base confidence of certainty either way
 
 
-def listing_window(current: float, adds: Sequence[float]) -> tuple[float, float]:
+def listing_window(current: float, adds: Sequence[float], hedge_line: float | None = None) -> tuple[float, float]:
     """The bases that list the rule exactly where `current` does. The engine drops a rule whose base plus the boosts
     that apply is 0 or less, so each sum of boosts s puts a threshold at -s; a base between the same two thresholds
-    as `current` keeps every log's listing. (Every subset counts, even one whose conditions exclude each other.)"""
-    thresholds = {round(-sum(c), 6) for k in range(len(adds) + 1) for c in itertools.combinations(adds, k)}
+    as `current` keeps every log's listing. (Every subset counts, even one whose conditions exclude each other.)
+    With `hedge_line` (the engine's CONTRIBUTING_MIN, for a rule not always hedged), each s also puts one at
+    hedge_line - s: a rule crossing it changes from hypothesis to contributing, which silences the catch-alls."""
+    sums = {round(sum(c), 6) for k in range(len(adds) + 1) for c in itertools.combinations(adds, k)}
+    lines = (0.0,) if hedge_line is None else (0.0, hedge_line)
+    thresholds = {round(line - s, 6) for s in sums for line in lines}
     below = max((t for t in thresholds if t < current), default=-1.0)
     above = min((t for t in thresholds if t >= current), default=1.0)
     return below, above
 
 
-def fitted(current: float, n: int, right: int, stated_sum: float, adds: Sequence[float] = ()) -> float:
+def fitted(current: float, n: int, right: int, stated_sum: float, adds: Sequence[float] = (),
+           hedge_line: float | None = None) -> float:
     """The base confidence moved so that what the rule states where it fires (base plus boosts) approaches its
     observed precision; the boosts keep their relative weight. Without boosts this is the Beta-prior mean.
-    The fit changes what a rule states, never where it is listed: the base stays inside its `listing_window`."""
+    The fit changes what a rule states, never where it is listed nor whether it is hedged: the base stays inside its
+    `listing_window`."""
     moved = current + (right - stated_sum) / (n + PRIOR_WEIGHT)
-    below, above = listing_window(current, adds)
+    below, above = listing_window(current, adds, hedge_line)
     # on the 0.01 grid, strictly inside: a sum landing on 0 exactly would hang on float rounding
     low = max(FIT_RANGE[0], round(below + 0.01, 2))
     high = min(FIT_RANGE[1], current if above <= current else round(above - 0.01, 2))
     if low > high:  # a window narrower than the grid: stay
         return current
     return round(min(max(moved, low), high), 2)
+
+
+def worth_rewriting(n: int, fit: float, current: float, min_logs: int = 1) -> bool:
+    """True when `--apply` should write a rule's fit: it moved, on at least `min_logs` established logs (a rule seen on
+    fewer keeps its hand-set value; repeated fits on one or two logs would otherwise walk it to whatever they say)."""
+    return n >= max(min_logs, 1) and fit != current
 
 
 def rewrite_confidence(text: str, value: float, right: int, n: int) -> str | None:
@@ -137,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true", help="print the fitted base confidence of each rule")
     ap.add_argument("--apply", action="store_true", help="write the fitted confidences into the rule files")
     ap.add_argument("--final", action="store_true", help="the reliability table of the held-out side (report only)")
+    ap.add_argument("--min-logs", type=int, default=1, metavar="N",
+                    help="with --apply: rewrite only rules that fired on at least N established logs (fewer leave the "
+                         "hand-set value, which one log should not move far)")
     args = ap.parse_args(argv)
     registry = load_rules()
     all_cases = cases(args.fixtures, registry, final=args.final)
@@ -151,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         prec = f"{right / n:.2f}" if n else "-"
         rec = f"{right / total:.2f}" if total else "-"
         adds = [b.add for b in loaded.rule.boost]
-        fit = fitted(loaded.rule.confidence, n, right, stated_sum, adds) if n else loaded.rule.confidence
+        hedge_line = None if loaded.rule.hypothesis else CONTRIBUTING_MIN
+        fit = fitted(loaded.rule.confidence, n, right, stated_sum, adds, hedge_line) if n else loaded.rule.confidence
         print(f"{rule_id:40} {n:5} {right:5} {prec:>9} {rec:>7} {loaded.rule.confidence:5.2f} {fit:5.2f}")
-        if n and fit != loaded.rule.confidence:
+        if worth_rewriting(n, fit, loaded.rule.confidence, args.min_logs):
             changes[loaded.path] = (fit, right, n)
     print(f"\n{'first diagnosis confidence':28} {'logs':>5} {'stated':>7} {'observed':>9} {'gap':>6}")
     for bucket, n, stated, observed in reliability(all_cases):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.calibrate import fitted, listing_window, rewrite_confidence
+from bench.calibrate import fitted, listing_window, rewrite_confidence, worth_rewriting
 
 
 def test_the_fit_moves_towards_observed_precision():
@@ -28,3 +28,19 @@ def test_the_confidence_line_is_rewritten_with_where_it_came_from():
     assert "hand reason" not in new
     assert "    confidence: 0.3" in new  # only the top-level line
     assert rewrite_confidence("id: r\n", 0.5, 1, 1) is None
+
+
+def test_apply_leaves_rules_seen_on_too_few_logs():
+    assert worth_rewriting(13, 0.84, 0.70, min_logs=10)
+    assert not worth_rewriting(1, 0.36, 0.70, min_logs=10)  # one log must not move a hand-set 0.70 to 0.36
+    assert not worth_rewriting(0, 0.5, 0.5)
+    assert not worth_rewriting(40, 0.5, 0.5, min_logs=10)  # nothing moved: nothing written
+    assert worth_rewriting(1, 0.36, 0.70)  # the default keeps the old behaviour: any rule with a log
+
+
+def test_the_fit_never_changes_whether_a_rule_is_hedged():
+    # a rule stated at 0.26 + 0.05 sits below the 0.35 contributing line; a fit carrying it over would turn it
+    # from a hypothesis into a contributing cause and silence the catch-all rules on the same logs
+    assert listing_window(0.26, [0.05], hedge_line=0.35) == (0.0, 0.3)
+    assert fitted(0.26, n=81, right=28, stated_sum=22.0, adds=[0.05], hedge_line=0.35) == 0.29
+    assert fitted(0.26, n=81, right=28, stated_sum=22.0, adds=[0.05]) == 0.33  # without the line it would cross
