@@ -30,7 +30,7 @@ EVAL_BANNER_WINDOW_LINES = 400
 
 STACKS = (
     "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
-    "torchtitan", "megatron", "vllm", "serving_engine", "diffusion", "tpu", "jax", "tensorflow",
+    "torchtitan", "megatron", "vllm", "serving_engine", "diffusion", "tpu", "jax", "tensorflow", "skorch",
 )
 
 CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
@@ -522,7 +522,7 @@ def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> Activ
 
 
 TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
-                   "torchtitan", "megatron")
+                   "torchtitan", "megatron", "skorch")
 
 
 def _inference_only(out: dict[str, Any]) -> None:

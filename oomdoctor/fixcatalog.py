@@ -34,6 +34,7 @@ SECTION_STACK = {
     "vllm_args": ("vllm",),
     "serving_engine": ("serving_engine",),
     "keras": ("tensorflow",),
+    "skorch": ("skorch",),  # NeuralNet(...) parameters: its iterators' batch sizes, its train and validation steps
     "diffusers": ("diffusion",),
     "comfyui": ("diffusion",),
 }
@@ -42,6 +43,8 @@ SECTION_STACK = {
 PYTORCH_ONLY = frozenset({"eval-accumulation-steps", "eval-no-grad", "expandable-segments", "max-split-size",
                           "gc-threshold", "fused-cross-entropy", "ddp-bucket-view", "smaller-zero-buckets",
                           "activation-offload", "empty-cache-before-save"})
+# Stacks that run a loop of their own and read no TrainingArguments, DeepSpeed or accelerate config.
+SELF_CONTAINED_STACKS = frozenset({"skorch"})
 # Stacks that wrap HF TrainingArguments: their own config file is what the user edits.
 WRAPPERS = ("axolotl", "llama_factory")
 
@@ -82,7 +85,9 @@ def _select(changes: Changes, d: Derived) -> Changes:
         out.pop("code")  # the config key says it; the snippet is for stacks without one
     if keep & {"diffusers", "comfyui", "vllm_args", "serving_engine"} and "loading" in out:
         out.pop("loading")  # a transformers loading line is no use to a diffusion pipeline or a serving engine
-    return out or changes
+    if out or not stacks or not stacks <= SELF_CONTAINED_STACKS:
+        return out or changes  # nothing of the run's own: every stack's form, for the user to pick from
+    return {}  # a loop that reads none of the other stacks' configs: their keys would mislead; the title says it
 
 
 def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
@@ -113,6 +118,9 @@ def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
         "megatron_args": {"--micro-batch-size": new_bs},
         "torchtitan_toml": {"training.local_batch_size": new_bs},
         "keras": {"model.fit(batch_size=)": new_bs, "optimizer(gradient_accumulation_steps=)": new_ga},
+        # skorch steps the optimizer every batch; accumulating means overriding train_step (its FAQ shows how)
+        "skorch": {"NeuralNet(iterator_train__batch_size=)": new_bs,
+                   "train_step": f"accumulate {new_ga} batches before optimizer_.step() (an overridden train_step)"},
     }
     if _stacks(d) & {"hf_trainer", "trl", "accelerate"}:
         changes.pop("deepspeed_json")  # HF passes "auto" through to DeepSpeed
@@ -134,6 +142,7 @@ def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
         "lightning_trainer": {"code": "model.gradient_checkpointing_enable()  # or torch.utils.checkpoint in your blocks"},
         "megatron_args": {"--recompute-granularity": "selective"},
         "torchtitan_toml": {"activation_checkpoint.mode": "selective"},
+        "skorch": {"module.forward": "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # per block"},
         "code": "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})",
     }, effect
 
@@ -151,6 +160,10 @@ def _bf16(d: Derived) -> tuple[Changes, str | None]:
         "megatron_args": {"--bf16": True},
         "torchtitan_toml": {"training.mixed_precision_param": "bfloat16"},
         "keras": {"keras.mixed_precision.set_global_policy": "mixed_bfloat16"},
+        # skorch runs mixed precision through accelerate: its AccelerateMixin with an Accelerator of that precision
+        "skorch": {"code": "from accelerate import Accelerator\nfrom skorch.hf import AccelerateMixin\n"
+                           "class AcceleratedNet(AccelerateMixin, NeuralNetClassifier):  # or NeuralNet, NeuralNetRegressor\n"
+                           "    pass\nnet = AcceleratedNet(..., accelerator=Accelerator(mixed_precision='bf16'))"},
         "code": "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = model(**batch).loss",
     }, effect
 
@@ -158,6 +171,8 @@ def _bf16(d: Derived) -> tuple[Changes, str | None]:
 def _eval_no_grad(d: Derived) -> tuple[Changes, str | None]:
     return {
         "lightning_trainer": {"inference_mode": True},
+        # skorch's own validation_step runs under torch.no_grad() (releases from 2018 on); an override may not
+        "skorch": {"validation_step": "an overridden validation_step (or evaluation_step) runs under torch.no_grad()"},
         "code": "model.eval()\nwith torch.inference_mode():\n    outputs = model(**batch)",
     }, "evaluation keeps no autograd graph: only the current batch's activations stay alive"
 
@@ -177,6 +192,7 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
         "lightning_trainer": {"val DataLoader(batch_size=)": new},
         "keras": {"model.fit(validation_batch_size=)": new, "model.evaluate(batch_size=)": new,
                   "model.predict(batch_size=)": new},
+        "skorch": {"NeuralNet(iterator_valid__batch_size=)": new},  # validation, predict() and predict_proba()
         "diffusers": {"pipe(num_images_per_prompt=)": 1, "pipe(height=, width=)": "<lower>"},
         "comfyui": "batch_size 1 on the latent node (Empty Latent Image), or a lower width/height or frame count",
         "vllm_args": {"max_num_seqs": "<fewer>", "max_num_batched_tokens": "<fewer>"},
@@ -291,6 +307,7 @@ def _offload(d: Derived) -> tuple[Changes, str | None]:
         "accelerate_config": {"fsdp_config.fsdp_offload_params": True},
         "training_args": {"fsdp": "full_shard offload auto_wrap"},
         "axolotl_yaml": {"deepspeed": "deepspeed_configs/zero3_bf16_cpuoffload_all.json"},
+        "lightning_trainer": {"strategy": "deepspeed_stage_3_offload"},
         # inference: the pipeline's parts (text encoders, denoiser, VAE) go to the GPU only while each one runs
         "diffusers": "pipe.enable_model_cpu_offload()  # enable_sequential_cpu_offload(): least memory, slowest",
         "comfyui": "launch with --lowvram (or --novram); not --highvram/--gpu-only",
@@ -511,6 +528,8 @@ ACTIVATION_FIXES = frozenset({"halve-batch", "gradient-checkpointing", "smaller-
 INIT_SUBSTITUTES = ("quantize-weights", "cpu-offload", "more-gpus")
 # Fixes for an evaluation loop the user writes or a trainer runs: a serving engine has none.
 EVAL_LOOP_ONLY = frozenset({"eval-accumulation-steps"})
+# Trainers whose prediction loop already moves each batch's outputs to the host (skorch's forward_iter, device='cpu').
+OUTPUTS_ON_HOST_STACKS = frozenset({"skorch"})
 # Training fixes that also have an inference form on these stacks (a diffusion pipeline offloads its model parts).
 INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion"}}
 
@@ -550,7 +569,7 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
             continue
         if f in TRAINING_ONLY and _v(d, "inference_only") is True and not _stacks(d) & INFERENCE_TOO.get(f, set()):
             continue
-        if f in EVAL_LOOP_ONLY and _serving(d):
+        if f in EVAL_LOOP_ONLY and (_serving(d) or _stacks(d) & OUTPUTS_ON_HOST_STACKS):
             continue
         if f in PYTORCH_ONLY and _not_pytorch(d):
             continue

@@ -169,3 +169,28 @@ def test_before_any_step_activation_fixes_give_way_to_smaller_weights_and_states
     # what the substitutes themselves must pass: a serving engine gets no optimizer offload
     engine = run(phase="init", kind="cuda_oom", stack_serving_engine=True, inference_only=True)
     assert fitted(["halve-batch"], engine) == ["quantize-weights", "more-gpus"]
+
+
+def test_a_skorch_run_gets_its_nets_parameters_not_training_arguments():
+    d = run(stack_skorch=True, per_device_train_batch_size=64)
+    batch = build_fix("halve-batch", d).changes
+    assert batch == {"skorch": {"NeuralNet(iterator_train__batch_size=)": 32,
+                                "train_step": "accumulate 2 batches before optimizer_.step() (an overridden train_step)"}}
+    assert build_fix("smaller-eval-batch", d).changes == {"skorch": {"NeuralNet(iterator_valid__batch_size=)": 1}}
+    assert list(build_fix("bf16-autocast", d).changes) == ["skorch"]
+    # nothing of skorch's own to offload with: no DeepSpeed, accelerate or axolotl keys instead
+    assert build_fix("cpu-offload", d).changes == {}
+    # skorch hands each batch's predictions to the host already; HF's eval accumulation has nothing to do there
+    assert fitted(["smaller-eval-batch", "eval-accumulation-steps"], run(stack_skorch=True)) == ["smaller-eval-batch"]
+    assert "training_args" in build_fix("halve-batch", run()).changes  # no stack named: HF's form stays offered
+
+
+def test_skorch_logs_name_the_stack_and_get_skorch_keys():
+    from oomdoctor.api import diagnose_path
+
+    for name, fix_id, key in (("gen-skorch-bar-valid-epoch2", "smaller-eval-batch", "NeuralNet(iterator_valid__batch_size=)"),
+                              ("gen-skorch-bar-train-epoch2-batch9", "halve-batch", "NeuralNet(iterator_train__batch_size=)")):
+        report = diagnose_path(f"fixtures/generated/{name}.log")
+        fixes = {f.id: f for g in report.diagnoses for f in g.fixes}
+        assert key in fixes[fix_id].changes["skorch"], name
+        assert not any("training_args" in f.changes or "deepspeed_json" in f.changes for f in fixes.values()), name

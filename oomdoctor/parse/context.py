@@ -1236,6 +1236,8 @@ STACKS: dict[str, regex.Pattern[str]] = {
                 r"|_HBM\d\b|\bXRT\b"),
     "jax": lazy(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
     "tensorflow": lazy(r"tensorflow|keras", regex.I),
+    # skorch's scikit-learn style wrapper: its frames, or its net classes named in a repr or a traceback
+    "skorch": lazy(r"\bskorch[/.\\]|\bNeuralNet(?:Classifier|Regressor|BinaryClassifier)\b"),
 }
 # Literals one of which every match of a stack's pattern holds (its alternatives, shortened): a line without any
 # does not name the stack. Case-insensitive patterns are tested against the casefolded text.
@@ -1258,6 +1260,7 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "tpu": ("TPU", "libtpu", "memory space hbm", "_HBM", "XRT"),
     "jax": ("jax", "xlaruntimeerror", "flax"),
     "tensorflow": ("tensorflow", "keras"),
+    "skorch": ("skorch", "NeuralNet"),
 }
 
 
