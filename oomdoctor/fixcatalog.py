@@ -172,7 +172,7 @@ def _eval_no_grad(d: Derived) -> tuple[Changes, str | None]:
     return {
         "lightning_trainer": {"inference_mode": True},
         # skorch's own validation_step runs under torch.no_grad() (releases from 2018 on); an override may not
-        "skorch": {"validation_step": "an overridden validation_step (or evaluation_step) runs under torch.no_grad()"},
+        "skorch": "run an overridden validation_step or evaluation_step under torch.no_grad(), as skorch's own do",
         "code": "model.eval()\nwith torch.inference_mode():\n    outputs = model(**batch)",
     }, "evaluation keeps no autograd graph: only the current batch's activations stay alive"
 
