@@ -673,6 +673,16 @@ def test_a_tensorflow_backward_op_is_training():
     assert event.phase == "unknown"  # a forward op alone says nothing of the phase
 
 
+def test_a_tensorflow_batch_norm_in_training_mode_is_training():
+    log = ("ResourceExhaustedError (see above for traceback): OOM when allocating tensor with shape[32,256,52,52]\n"
+           "\t [[Node: batch_normalization_12/FusedBatchNorm = FusedBatchNorm[T=DT_FLOAT, data_format=\"NHWC\", "
+           "epsilon=0.001, is_training=true, _device=\"/job:localhost/replica:0/task:0/device:GPU:0\"](conv2d_12/Conv2D)]]\n")
+    (event,) = events(log)
+    assert event.phase == "train"
+    (event,) = events(log.replace("is_training=true", "is_training=false"))
+    assert event.phase == "unknown"  # inference mode: batch norm with its moving statistics
+
+
 def test_autograds_backward_entry_just_before_the_message_is_training():
     msg = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.28 GiB (GPU 0; 39.39 GiB total capacity)\n"
     cut = "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass\n"

@@ -89,7 +89,6 @@ KNOWN_GAPS = {
                                    "checkpoint's step is not read",
     "p96-hsmr-vitdet-detect-bar-glued.log": "held-out, scored only: a 'Batch Detection 0/7' inference bar is read as "
                                             "training step 0",
-    "p101-kerasyolo3-fusedbn-bs32.log": "phase: train is named only by TF node attributes (is_training=true, yolo_loss)",
     "p101-pointpillars-bfc-dump-batch4.log": "line: an op's OOM line and the allocator's line after it are one failure; "
                                              "the event is put on the allocator's",
     "p101-sdsandbox-keras-generator-memoryerror.log": "phase: a MemoryError in a Keras data-generator thread is not "

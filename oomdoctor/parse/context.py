@@ -828,8 +828,10 @@ def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | 
     return None
 
 
-# TensorFlow names the failing op: one under gradients/ (TF1 graphs) or gradient_tape/ (TF2) is the backward pass.
-TF_BACKWARD_OP = lazy(r"(?:\{\{node |requested by op |\[\[Node: )(?:[\w.-]{1,80}/){0,3}(?:gradients|gradient_tape)/")
+# TensorFlow names the failing op: one under gradients/ (TF1 graphs) or gradient_tape/ (TF2) is the backward pass, and
+# a TF1 node whose attributes say is_training=true (FusedBatchNorm in training mode) runs a training step's forward.
+TF_BACKWARD_OP = lazy(r"(?:\{\{node |requested by op |\[\[Node: )(?:(?:[\w.-]{1,80}/){0,3}(?:gradients|gradient_tape)/"
+                      r"|[^\n]{0,2000}?\bis_training=true\b)")
 TF_OP_LINES_AFTER = 4  # the node line follows the message within a few lines (a hint line may come between)
 
 
