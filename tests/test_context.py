@@ -1157,3 +1157,17 @@ def test_hf_trainers_evaluation_bar_below_the_training_bar_is_not_the_step():
     # training loop's, and the running bar's count stays
     alone = frames.replace("_inner_training_loop", "predict").replace("_maybe_log_save_evaluate", "predict")
     assert one(train + " 37%|███       | 3/8 [00:00<00:00, 9.1it/s]\n" + alone + MSG).step == 3
+
+
+def test_a_tensorflow_1_session_running_the_training_op_is_training():
+    def log(code: str) -> str:
+        return ("Traceback (most recent call last):\n"
+                '  File "fit.py", line 146, in main\n'
+                f"    {code}\n"
+                '  File "/usr/lib/python3/dist-packages/tensorflow/python/client/session.py", line 1340, in _do_call\n'
+                "    raise type(e)(node_def, op, message)\n"
+                "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+                "shape[20,65536,64]\n")
+    assert events(log("train_step.run(feed_dict=feed_dict)"))[0].phase == "train"
+    assert events(log("_, loss_value = sess.run([train_op, loss], feed_dict=feed)"))[0].phase == "train"
+    assert events(log("out = sess.run(predictions, feed_dict=feed)"))[0].phase == "unknown"

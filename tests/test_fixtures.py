@@ -21,7 +21,8 @@ KNOWN_GAPS = {
     "mix-espresso-fairseq-oom-summary.log": "held-out, scored only: phase: train is only in fairseq's warning wording",
     "p3-lmmr1-kvcache.log": "Ray actors: three processes' CUDA errors read as two; vLLM wake_up not a generate frame",
     "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tag and init from ShardCannotStart are not read",
-    "p27-faststyle-batch.log": "phase: a training loop named optimize() running `train_step.run(...)` is not read as train",
+    "p27-faststyle-batch.log": "phase: the Python traceback (running `train_step.run(...)`) follows TensorFlow's warning "
+                               "and is cut before its exception line: frames after a message are not its own",
     "p38-tfmodels-mnist-eval.log": "phase: TF Estimator's 'Saving checkpoints' line is read as a save; evaluation followed it "
                                    "(the rules discount a save for TensorFlow)",
     "p48-nerf-testrender.log": "phase: a test render inside train() is named only by a keyword (render_kwargs_test)",

@@ -604,6 +604,8 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
             break
         ipy = IPY_CODE.match(text)
         code = ipy["code"] if ipy else text
+        if ".run(" in code and (m := TF1_TRAIN_RUN.search(code)):
+            out.append((m["op"], ln))  # TensorFlow 1 running its training op: the step itself
         for m in CODE_CALL.finditer(code):
             phases = _phase_of_name(m["name"])
             if phases and phases[0] in (*STRONG_PHASES, "train") and m["name"] != callee:
@@ -614,6 +616,9 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
 
 
 CODE_LINES_PER_FRAME = 8
+# A TensorFlow 1 session running the training op (`train_step.run(feed_dict=...)`, `sess.run([train_op, loss], ...)`):
+# the op's name is the only sign of the phase the traceback gives (its frames are the script's main and ops.py's run).
+TF1_TRAIN_RUN = lazy(r"\b(?P<op>train_(?:op|step))\.run\(|\.run\(\s{0,4}\[?\s{0,4}(?:self\.)?(?P<op>train_(?:op|step))\b")
 
 
 def _callee_in_model_forward(lines: Sequence[Line], i: int) -> str | None:
