@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from oomdoctor.parse import context as ctx
 from oomdoctor.parse.context import config_from
 from oomdoctor.parse.normalize import Line, normalize_region
 
@@ -1171,3 +1172,17 @@ def test_a_tensorflow_1_session_running_the_training_op_is_training():
     assert events(log("train_step.run(feed_dict=feed_dict)"))[0].phase == "train"
     assert events(log("_, loss_value = sess.run([train_op, loss], feed_dict=feed)"))[0].phase == "train"
     assert events(log("out = sess.run(predictions, feed_dict=feed)"))[0].phase == "unknown"
+
+
+def test_a_bar_over_an_iterable_without_a_length_counts_steps():
+    def step(text: str):
+        return ctx.step_of(Line(1, None, text))
+    assert step("37it [00:10,  3.60it/s, loss=0.5]") == ctx.StepCount(37, None, True)  # tqdm(enumerate(loader))
+    assert step("Epoch 3: 120it [01:10,  1.70it/s, loss=2.31]") == ctx.StepCount(120, None, True)
+    # Lightning over an IterableDataset: the epoch's count, the global step only in epoch 0
+    assert step("Epoch 0: |          | 12/? [00:05<00:00,  2.31it/s, v_num=0]") == ctx.StepCount(12, None, True)
+    assert step("Epoch 2: |          | 12/? [00:05<00:00,  2.31it/s, v_num=0]") is None
+    # a data bar, an evaluation bar and a rate are not training steps
+    assert step("Tokenizing: 512it [00:01, 400.0it/s]") is None
+    assert step("Evaluating: 37it [00:10,  3.60it/s]") is None
+    assert step("throughput 12.5it [00:01]") is None

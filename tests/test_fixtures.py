@@ -210,8 +210,6 @@ KNOWN_GAPS = {
                                                    "main, inside a wrapper named test_train)",
     "p174-sglangomni-s2pro-vocoder-2048tok.log": "phase: a serving engine's request lines before the message are not "
                                                  "read as generation",
-    "p175-gaussiandreamer-130141gib-epoch0.log": "step and phase: Lightning's 'Epoch 0: 0/?' bar printed after the "
-                                                 "message (an unknown total) is not read",
     "p176-datasets-concat-deepcopy-memoryerror.log": "phase: a dataset being concatenated in a notebook cell is not "
                                                      "read as set-up",
     "p178-directml-tf-conv-bs16-dml0.log": "held-out, scored only: gpu index and phase: DirectML's device:DML:0 and "

@@ -29,6 +29,11 @@ TQDM = lazy(
 LIGHTNING = lazy(
     r"^Epoch (?P<epoch>\d{1,20})(?::\s{0,4}\d{1,3}%\|[^|\n]{0,160}\||/\d{1,20}\s{1,4}[━╸╺─ ]{0,400})\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})"
 )
+# A bar over an iterable with no length: tqdm's "37it [00:10,  3.60it/s, loss=0.5]" (`tqdm(enumerate(loader))`, a
+# streaming dataset), and Lightning's "Epoch 0: |          | 12/? [00:05<00:00, ...]" (an IterableDataset: the epoch's
+# count, so the global step only in epoch 0). The count, no total.
+TQDM_OPEN = lazy(r"(?<![\w.])(?P<n>\d{1,20})it \[(?:\d{1,3}:)?\d{1,2}:\d\d[,\]]")
+LIGHTNING_OPEN = lazy(r"^Epoch 0:\s{0,4}(?:\d{1,3}%)?\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/\?\s{0,4}\[\d")
 # PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
 # torchtune's recipes describe their per-epoch bar with the global step: "2|9|Loss: 4.0701:  50%|█████     | 3/6 [..."
@@ -201,6 +206,7 @@ class Gates:
         self.frame = has("File ", ".py", "<ipython-input-", "Cell In[")  # may_be_frame's
         self.lightning, self.ignite = has("Epoch "), has("%") and has("Epoch")
         self.torchtune, self.keras3, self.bar = has("|Loss: "), has("━"), has("%", "|") and has("/")
+        self.open_bar = has("it [")
         self.steps = tuple((need, pat) for need, pat in zip(STEP_NEEDS, STEP_PATTERNS, strict=True) if has(need))
         # _banner_kind's: may_be_eval_banner and may_be_init_banner hold for a text holding one of their lines
         self.eval = whole is None or may_be_eval_banner(whole)
@@ -236,6 +242,12 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
         if bars:
             b = bars[-1]
             return StepCount(int(b["n"]), int(b["total"]), True)
+        m = LIGHTNING_OPEN.match(text) if gates.lightning and "/?" in text else None
+        if m:
+            return StepCount(int(m["n"]), None, True)
+    m = TQDM_OPEN.search(text) if gates.open_bar and "it [" in text else None
+    if m:  # a data bar names what it walks before its count ("Tokenizing: 512it [...]"): not a step
+        return None if NON_TRAIN_NEEDS.found_in(text[: m.start()]) else StepCount(int(m["n"]), None, True)
     for need, pat in gates.steps:
         m = pat.search(text) if need in text else None
         if m:
