@@ -1186,3 +1186,12 @@ def test_a_bar_over_an_iterable_without_a_length_counts_steps():
     assert step("Tokenizing: 512it [00:01, 400.0it/s]") is None
     assert step("Evaluating: 37it [00:10,  3.60it/s]") is None
     assert step("throughput 12.5it [00:01]") is None
+
+
+def test_a_training_heading_between_two_rules_starts_training():
+    msg = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity)\n"
+    rule = "-------------------------------------\n"
+    assert events(rule + "Training 1 Recover and 3 Generator\n" + rule + msg)[0].phase == "train"
+    # a configuration line, or a heading with one rule only, is not a banner
+    assert events(rule + "Training set size: 5000\n" + rule + msg)[0].phase == "unknown"
+    assert events("Training 1 Recover and 3 Generator\n" + rule + msg)[0].phase == "unknown"

@@ -216,8 +216,6 @@ KNOWN_GAPS = {
                                            "its training are not read",
     "p178-ipexllm-vllm-qwen2-int4-a770.log": "held-out, scored only: phase: an XPU serving engine's generation is not "
                                              "read",
-    "p179-unsupdet-tf-pinned-host-4gib.log": "phase: a project's own 'Training ...' banner between dashes is not read "
-                                             "as training",
     "p182-optsd-1660s-standard-script.log": "held-out, scored only: phase: a txt2img launch command is not read as "
                                             "generation",
     "p183-ffdl-tf-learner-pod-killed-137.log": "held-out, scored only: phase: a kill right after TensorFlow creates "

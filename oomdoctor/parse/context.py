@@ -364,6 +364,8 @@ class Markers:
             if evb:
                 self.eval_banners.append(i)
             kind = _banner_kind(text, s is not None, evb, gates)
+            if kind is None and text.startswith("Training") and framed_heading(lines, i):
+                kind = "train"
             if kind:
                 self.banners.append(Banner(i, kind))
         if epoch_bars:
@@ -416,6 +418,18 @@ def lightning_without_validation(lines: Sequence[Line], steps: list[Step]) -> li
         elif int(m["n"]) <= train[int(m["total"])]:
             out.append(st._replace(n=int(m["epoch"]) * train[int(m["total"])] + int(m["n"])))
     return out
+
+
+# A script's own heading between two rules: "-----\nTraining 1 Recover and 3 Generator\n-----" (no colon, no figures:
+# not a config line such as "Training set size: 5000").
+HEADING_RULE = lazy(r"^\s{0,4}([-=*#~_])\1{4,}\s*$")
+TRAINING_HEADING = lazy(r"^Training\b[^:=|%\n]{0,80}$")
+
+
+def framed_heading(lines: Sequence[Line], i: int) -> bool:
+    """lines[i] is a training heading with a rule line right above and right below it."""
+    return 0 < i < len(lines) - 1 and bool(TRAINING_HEADING.match(lines[i].text)) \
+        and all(HEADING_RULE.match(lines[k].text) for k in (i - 1, i + 1))
 
 
 def _banner_kind(text: str, has_step: bool, eval_banner: bool | None = None, gates: Gates = EVERY_TEST) -> str | None:
