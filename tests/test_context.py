@@ -1195,3 +1195,10 @@ def test_a_training_heading_between_two_rules_starts_training():
     # a configuration line, or a heading with one rule only, is not a banner
     assert events(rule + "Training set size: 5000\n" + rule + msg)[0].phase == "unknown"
     assert events("Training 1 Recover and 3 Generator\n" + rule + msg)[0].phase == "unknown"
+
+
+def test_a_global_step_in_lightnings_bar_is_the_step():
+    bar = "Epoch 0: 100%|█| 209/209 [06:12<00:00,  1.78s/it, loss=0.0685, v_num=0, global_step=208.0, lr=1e-06]"
+    assert ctx.step_of(Line(1, None, bar)) == ctx.StepCount(208, 209, True)
+    assert ctx.step_of(Line(1, None, bar.replace(", global_step=208.0", ""))) == ctx.StepCount(209, 209, True)
+    assert ctx.step_of(Line(1, None, bar.replace("global_step=208.0", "global_step=208.5"))).n == 209  # not a count

@@ -163,8 +163,6 @@ KNOWN_GAPS = {
                                               "allocate N bytes' is not read as a host allocation failure",
     "p146-baselines-pposgd-mpi8-ctxretain.log": "TensorFlow 1's StreamExecutor context failure hard-wrapped mid-word: the "
                                                 "event is put on its second line, without the ordinal or the total",
-    "p146-lambdaexamples-sd-fullema-summon-ckpt-killed.log": "step: the Lightning bar's 209/209 is read, not the "
-                                                             "global_step=208.0 in its postfix",
     "p146-nscl-epoch15-validation-jaccrun-killed.log": "held-out, scored only: a finished epoch's batch count is read "
                                                        "as the step",
     "p147-clipinterrogatorext-flavor-chain-12gb.log": "held-out, scored only: an inference tool's 'Flavor chain' bar is "

@@ -34,6 +34,9 @@ LIGHTNING = lazy(
 # count, so the global step only in epoch 0). The count, no total.
 TQDM_OPEN = lazy(r"(?<![\w.])(?P<n>\d{1,20})it \[(?:\d{1,3}:)?\d{1,2}:\d\d[,\]]")
 LIGHTNING_OPEN = lazy(r"^Epoch 0:\s{0,4}(?:\d{1,3}%)?\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/\?\s{0,4}\[\d")
+# The module's own global step logged into Lightning's bar ("..., global_step=208.0]"; CompVis-style diffusion trainers
+# log it so): the trainer's counter, where the bar counts batches.
+GLOBAL_STEP_POSTFIX = lazy(r"[,\s]global_step=(?P<n>\d{1,20})(?:\.0)?(?=[,\]\s]|$)")
 # PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
 # torchtune's recipes describe their per-epoch bar with the global step: "2|9|Loss: 4.0701:  50%|█████     | 3/6 [..."
@@ -224,7 +227,9 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
         return None
     m = LIGHTNING.search(text) if gates.lightning and text.startswith("Epoch ") else None
     if m:  # the training loop's counter: batches of the epochs before, plus this one's
-        return StepCount(int(m["epoch"]) * int(m["total"]) + int(m["n"]), int(m["total"]), True)
+        g = GLOBAL_STEP_POSTFIX.search(text, m.end()) if "global_step=" in text else None
+        n = int(g["n"]) if g else int(m["epoch"]) * int(m["total"]) + int(m["n"])
+        return StepCount(n, int(m["total"]), True)
     m = IGNITE.search(text) if gates.ignite and "%" in text and "Epoch" in text else None
     if m and not (NON_TRAIN_NEEDS.found_in(text) and NON_TRAIN_BAR.search(text)):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
