@@ -1202,3 +1202,10 @@ def test_a_global_step_in_lightnings_bar_is_the_step():
     assert ctx.step_of(Line(1, None, bar)) == ctx.StepCount(208, 209, True)
     assert ctx.step_of(Line(1, None, bar.replace(", global_step=208.0", ""))) == ctx.StepCount(209, 209, True)
     assert ctx.step_of(Line(1, None, bar.replace("global_step=208.0", "global_step=208.5"))).n == 209  # not a count
+
+
+def test_a_tgi_shard_that_cannot_start_failed_at_start_up():
+    msg = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 15.77 GiB total "
+           "capacity; 15.37 GiB already allocated; 13.62 MiB free; 15.40 GiB reserved in total by PyTorch)\n")
+    assert events(msg + " rank=0\nError: ShardCannotStart\n")[0].phase == "init"
+    assert events(msg + " rank=0\nError: ShardCannotConnect\n")[0].phase == "unknown"

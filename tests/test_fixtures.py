@@ -20,7 +20,7 @@ KNOWN_GAPS = {
     "d-tf-automl-bfc-int8.log": "phase: train is only implied by lines after the failure",
     "mix-espresso-fairseq-oom-summary.log": "held-out, scored only: phase: train is only in fairseq's warning wording",
     "p3-lmmr1-kvcache.log": "Ray actors: three processes' CUDA errors read as two; vLLM wake_up not a generate frame",
-    "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tag and init from ShardCannotStart are not read",
+    "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tracing field on the line after the message is not read",
     "p27-faststyle-batch.log": "phase: the Python traceback (running `train_step.run(...)`) follows TensorFlow's warning "
                                "and is cut before its exception line: frames after a message are not its own",
     "p38-tfmodels-mnist-eval.log": "phase: TF Estimator's 'Saving checkpoints' line is read as a save; evaluation followed it "

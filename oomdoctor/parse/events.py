@@ -626,7 +626,8 @@ class _EventReader:
 
 # The error a caller raised on top of the OOM, saying what it was doing: "Exception: Failed to load SDXL model".
 LOADING_FAILED = lazy(r"^\s{0,8}[\w.]{0,80}(?:Error|Exception): (?:Failed to|Could not|Unable to|Error) load(?:ing)? "
-                      r"(?:the )?[\w.-]{0,40} ?(?:model|checkpoint|weights|pipeline)\b", regex.I)
+                      r"(?:the )?[\w.-]{0,40} ?(?:model|checkpoint|weights|pipeline)\b"
+                      r"|^Error: ShardCannotStart\b", regex.I)  # TGI's launcher: a shard died loading or warming up
 LOADING_FAILED_LOOKAHEAD_LINES = 12
 
 
