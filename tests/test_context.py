@@ -1209,3 +1209,15 @@ def test_a_tgi_shard_that_cannot_start_failed_at_start_up():
            "capacity; 15.37 GiB already allocated; 13.62 MiB free; 15.40 GiB reserved in total by PyTorch)\n")
     assert events(msg + " rank=0\nError: ShardCannotStart\n")[0].phase == "init"
     assert events(msg + " rank=0\nError: ShardCannotConnect\n")[0].phase == "unknown"
+
+
+def test_the_node_of_a_comfyui_error_report_names_the_phase():
+    def report(node: str) -> str:
+        return ("# ComfyUI Error Report\n## Error Details\n- **Node ID:** 7\n"
+                f"- **Node Type:** {node}\n"
+                "- **Exception Type:** torch.OutOfMemoryError\n"
+                "- **Exception Message:** Allocation on device \n## Stack Trace\n")
+    assert events(report("KSampler"))[0].phase == "generate"
+    assert events(report("WanVideoSampler"))[0].phase == "generate"
+    assert events(report("UNETLoader"))[0].phase == "init"
+    assert events(report("ImageScaleBy"))[0].phase == "unknown"  # a node that names no phase

@@ -1064,7 +1064,9 @@ def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
 
 # ComfyUI's error panel names the node that failed ("Error occurred when executing KSampler:"): a sampler or a
 # decoder is generating, a loader is setting up.
-COMFY_NODE = lazy(r"^\s{0,4}Error occurred when executing (?P<node>[\w .-]{1,80}?):\s*$")
+# Its console's header, and the "ComfyUI Error Report" its frontend writes ("- **Node Type:** KSampler").
+COMFY_NODE = lazy(r"^\s{0,4}(?:Error occurred when executing (?P<node>[\w .-]{1,80}?):"
+                  r"|-\s\*\*Node Type:\*\*\s(?P<node>[\w .-]{1,80}?))\s*$")
 COMFY_NODE_PHASES = (("generate", lazy(r"Sampler|VAE ?Decode|VAE ?Encode|Upscale|Detailer", regex.I)),
                      ("init", lazy(r"Load(?:er)?(?:\b|[A-Z_])")))
 COMFY_HEADER_LINES = 6
@@ -1073,7 +1075,7 @@ COMFY_HEADER_LINES = 6
 def comfy_node_phase(lines: Sequence[Line], idx: int) -> Witness | None:
     """The phase of the ComfyUI node whose failure this message reports, from the panel's header above it."""
     for ln in reversed(lines[max(0, idx - COMFY_HEADER_LINES) : idx + 1]):
-        if "executing" in ln.text and (m := COMFY_NODE.match(ln.text)):
+        if ("executing" in ln.text or "Node Type" in ln.text) and (m := COMFY_NODE.match(ln.text)):
             node = m["node"]
             return next((Witness(phase, ln) for phase, pattern in COMFY_NODE_PHASES if pattern.search(node)), None)
     return None
