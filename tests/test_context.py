@@ -1221,3 +1221,17 @@ def test_the_node_of_a_comfyui_error_report_names_the_phase():
     assert events(report("WanVideoSampler"))[0].phase == "generate"
     assert events(report("UNETLoader"))[0].phase == "init"
     assert events(report("ImageScaleBy"))[0].phase == "unknown"  # a node that names no phase
+
+
+def test_a_bar_after_the_rows_of_a_wrapped_messages_advice_is_still_right_after_it():
+    log = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+           " (GPU 0; 31.75 GiB total capacity; 1.81 GiB already allocated; 29.17 GiB free; 2\n"
+           ".10 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory \n"
+           "try setting max_split_size_mb to avoid fragmentation.  See documentation for Mem\n"
+           "ory Management and PYTORCH_CUDA_ALLOC_CONF\n"
+           "Epoch 0: |          | 0/? [00:00<?, ?it/s]\n")
+    (event,) = events(log)
+    assert (event.phase, event.step) == ("train", 0)
+    # three unrelated lines before the bar: it is not the failing loop's redraw
+    (event,) = events(log.replace("Epoch 0:", "loading shards\nloading shards\nloading shards\nEpoch 0:"))
+    assert event.step is None

@@ -579,10 +579,25 @@ def elided_between(lines: Sequence[Line], first_number: int, idx: int) -> bool:
 
 
 BAR_REDRAW_LINES = 2  # a progress bar closed by the exception redraws its last state right after the message
+# PyTorch's advice at the end of its message, when a terminal cut it into rows of their own ("try setting
+# max_split_size_mb to avoid fragmentation.  See documentation for Mem" / "ory Management and PYTORCH_CUDA_ALLOC_CONF")
+HINT_ROW_LITERALS = ("max_split_size_mb", "ALLOC_CONF", "Memory Management", "expandable_segments", "fragmentation",
+                     "reserved memory is >>", "environment-variables)")
+HINT_ROWS_MAX = 4
+
+
+def past_hint(lines: Sequence[Line], end: int) -> int:
+    """The index of the message's last row: `end`, or past the rows of its own advice that follow it."""
+    k = end
+    while k + 1 < len(lines) and k - end < HINT_ROWS_MAX and any(h in lines[k + 1].text for h in HINT_ROW_LITERALS) \
+            and "out of memory" not in lines[k + 1].text:
+        k += 1
+    return k
 
 
 def bar_right_after(markers: Markers, end: int, rank: int | None, source: str) -> Value | None:
     """The count of a training bar redrawn on the lines right after a message (tqdm closing on the exception)."""
+    end = past_hint(markers.lines, end)
     _, _, s_idx, steps = markers.for_rank(rank)
     k = bisect_right(s_idx, end)
     if k < len(steps) and steps[k].idx <= end + BAR_REDRAW_LINES and steps[k].bar:
@@ -596,6 +611,7 @@ EVAL_BAR_AFTER_LINES = 4
 def eval_bar_right_after(lines: Sequence[Line], end: int, rank: int | None) -> Line | None:
     """A bar naming an evaluation loop drawn on the lines right after the message (Lightning's "Predicting: 0%|"
     redrawn as the process dies): the failure came in that loop."""
+    end = past_hint(lines, end)
     for ln in lines[end + 1 : end + 1 + EVAL_BAR_AFTER_LINES]:
         if _same_rank(ln, rank) and "%" in ln.text and EVAL_BAR.search(ln.text):
             return ln
