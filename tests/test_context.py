@@ -1227,3 +1227,7 @@ def test_flairs_iteration_lines_stay_the_step_under_its_evaluations_unlabelled_b
     # a training bar drawn between printed counters resumes mid-count: it is the step, not the counter before it
     mixed = "Step 450 | loss 1.20\n 45%|████▌     | 450/1000 [01:00<01:00, 7.5it/s]\n"
     assert one(mixed + frames + MSG).step == 450
+    # ... and one that started at 0 after a lone start line is the training loop's own bar
+    started = "Starting training from iteration 0\n" + "".join(
+        f" {k // 10}%|█         | {k}/1000 [01:00<01:00, 7.5it/s]\n" for k in (0, 1, 2, 450))
+    assert one(started + frames + MSG).step == 450

@@ -510,9 +510,11 @@ def counter_before_inner_bars(markers: Markers, i: int, rank: int | None, source
     if k >= len(steps) or s_idx[k] != i or not steps[k].bar:
         return None
     first = steps[k]
-    for s in reversed(steps[max(0, k - CLOSE_REDRAW_BACK_STEPS) : k]):
-        if not s.bar:
-            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx])) if first.n == 0 else None
+    for j in range(k - 1, max(-1, k - CLOSE_REDRAW_BACK_STEPS), -1):
+        s = steps[j]
+        if not s.bar:  # a counter printed in a series (the one before it printed too), not a one-off start line
+            series = j > 0 and not steps[j - 1].bar
+            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx])) if first.n == 0 and series else None
         first = s
     return None
 
