@@ -481,16 +481,24 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     return Progress(step, None, None, None)
 
 
+def bar_step_at(markers: Markers, i: int, rank: int | None) -> tuple[list[Step], int] | None:
+    """(the steps `rank` sees, the position among them of the bar drawn on lines[i]), or None when lines[i] draws no bar."""
+    _, _, s_idx, steps = markers.for_rank(rank)
+    k = bisect_left(s_idx, i)
+    return (steps, k) if k < len(steps) and s_idx[k] == i and steps[k].bar else None
+
+
 def finished_bar_before(markers: Markers, i: int, rank: int | None, source: str, nested: bool = False) -> Value | None:
     """In evaluation: the count of the bar that ran to its total just before the still running bar on lines[i]
     started (one of another total): the training loop's bar finished the epoch and the running one counts
     evaluation batches (fastai draws both under the same "Epoch k/n :" label). With `nested` (the traceback shows
     the training loop calling the evaluation), that bar may still be running: HF Trainer draws its evaluation bar
     below the training one ("4/12", then "0/8"). None when there is no such bar."""
-    _, _, s_idx, steps = markers.for_rank(rank)
-    k = bisect_left(s_idx, i)
-    running = steps[k] if k < len(steps) and s_idx[k] == i else None
-    if running is None or not running.bar or running.total is None or running.n >= running.total:
+    if (at := bar_step_at(markers, i, rank)) is None:
+        return None
+    steps, k = at
+    running = steps[k]
+    if running.total is None or running.n >= running.total:
         return None
     for s in reversed(steps[max(0, k - CLOSE_REDRAW_BACK_STEPS) : k]):
         if not s.bar:
@@ -505,10 +513,9 @@ def counter_before_inner_bars(markers: Markers, i: int, rank: int | None, source
     those bars all started after it (the first drawn at 0): the training loop prints its progress as lines (Flair's
     "epoch 1 - iter 13/13 - loss ..."), and the unlabelled bars after it count an evaluation's batches. None when the
     bar on lines[i] is not preceded that way (a training bar drawn between counter lines resumes mid-count)."""
-    _, _, s_idx, steps = markers.for_rank(rank)
-    k = bisect_left(s_idx, i)
-    if k >= len(steps) or s_idx[k] != i or not steps[k].bar:
+    if (at := bar_step_at(markers, i, rank)) is None:
         return None
+    steps, k = at
     first = steps[k]
     for j in range(k - 1, max(-1, k - CLOSE_REDRAW_BACK_STEPS), -1):
         s = steps[j]
@@ -529,10 +536,9 @@ def bar_spans_epochs(markers: Markers, i: int, rank: int | None) -> bool:
     """The bar drawn on lines[i] counted on past a line that names an epoch (an evaluation's result printed between
     two of its drawings, as a no-trainer loop's accelerator.print does): it counts a training loop's steps, not an
     inference loop's inputs. A bar that only stood beside such a line, its count unchanged since, does not."""
-    _, _, s_idx, steps = markers.for_rank(rank)
-    k = bisect_left(s_idx, i)
-    if k >= len(steps) or s_idx[k] != i or not steps[k].bar:
+    if (at := bar_step_at(markers, i, rank)) is None:
         return False
+    steps, k = at
     start = k
     for j in range(k - 1, max(-1, k - CLOSE_REDRAW_BACK_STEPS), -1):
         s = steps[j]

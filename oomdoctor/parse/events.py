@@ -511,10 +511,10 @@ class _EventReader:
         if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames) \
                 and not self._training_bar(step, rank):
             step = None  # the bar that was running counts an inference loop's inputs, not training steps
-        # the training loop called the evaluation (HF Trainer's evaluate() from _inner_training_loop; generate() in it)
         if step is not None and phase in ("eval", "save") and (
                 counter := ctx.counter_before_inner_bars(self.markers, self._index_of(step.evidence.line), rank, source)):
             step = counter  # the bars after the training loop's printed counter count the evaluation's batches
+        # the training loop called the evaluation (HF Trainer's evaluate() from _inner_training_loop; generate() in it)
         nested = step is not None and ctx.training_calls_evaluation(frames)
         if step is not None and (phase == "eval" or (phase == "generate" and nested)) and banner_phase is None:
             # an evaluation bar after the training one, or below it
