@@ -1235,3 +1235,87 @@ def test_a_bar_after_the_rows_of_a_wrapped_messages_advice_is_still_right_after_
     # three unrelated lines before the bar: it is not the failing loop's redraw
     (event,) = events(log.replace("Epoch 0:", "loading shards\nloading shards\nloading shards\nEpoch 0:"))
     assert event.step is None
+
+
+def _sb3_table(iteration: int) -> str:
+    rows = (("rollout/", ""), ("   ep_len_mean", "21.2"), ("time/", ""), ("   fps", "28"),
+            ("   iterations", str(iteration)), ("   total_timesteps", str(256 * iteration)))
+    rule = "-" * 33 + "\n"
+    return rule + "".join(f"| {k:<18} | {v:<8} |\n" for k, v in rows) + rule
+
+
+SB3_LEARN = ('Traceback (most recent call last):\n'
+             '  File "/site-packages/stable_baselines3/common/on_policy_algorithm.py", line 337, in learn\n'
+             '    self.train()\n'
+             '  File "/site-packages/stable_baselines3/ppo/ppo.py", line 213, in train\n'
+             '    values, log_prob, entropy = self.policy.evaluate_actions(obs, actions)\n')
+
+
+def test_stable_baselines3s_table_counts_iterations_and_evaluate_actions_is_the_update():
+    tables = _sb3_table(2) + _sb3_table(3)
+    update = SB3_LEARN + ('  File "/site-packages/stable_baselines3/common/policies.py", line 737, in evaluate_actions\n'
+                          '    distribution = self._get_action_dist_from_latent(latent_pi)\n')
+    assert (one(tables + update + MSG).phase, one(tables + update + MSG).step) == ("train", 3)
+    # CheckpointCallback saving from inside the next rollout: the model's save() (its message comes after the save)
+    saving = (SB3_LEARN.split("  File")[0] + '  File "/site-packages/stable_baselines3/common/callbacks.py", line 303, '
+              'in _on_step\n    self.model.save(model_path)\n'
+              '  File "/site-packages/stable_baselines3/common/base_class.py", line 865, in save\n'
+              '    params_to_save = self.get_parameters()\n')
+    assert (one(tables + saving + MSG).phase, one(tables + saving + MSG).step) == ("save", 3)
+
+
+def test_tabnets_pass_over_the_eval_set_inside_fit_is_evaluation():
+    epoch = "epoch 0  | loss: 1.71365 | val_0_accuracy: 0.27734 |  0:00:01s\n"
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/pytorch_tabnet/abstract_model.py", line 262, in fit\n'
+              '    self._predict_epoch(eval_name, valid_dataloader)\n'
+              '  File "/site-packages/pytorch_tabnet/abstract_model.py", line 562, in _predict_epoch\n'
+              '    scores = self._predict_batch(X)\n'
+              '  File "/site-packages/pytorch_tabnet/abstract_model.py", line 590, in _predict_batch\n'
+              '    scores, _ = self.network(X)\n')
+    assert (one(epoch + frames + MSG).phase, one(epoch + frames + MSG).step) == ("eval", None)
+
+
+def test_a_no_trainer_loops_metric_gather_is_evaluation_and_its_bar_counted_past_an_epoch_line():
+    # accelerate's examples: one tqdm bar over all steps, an evaluation after each epoch printed glued to the bar
+    bar = "".join(f" {k * 5}%|█         | {k}/18 [00:01<00:00,  7.5it/s]" + ("epoch 0: {'accuracy': 0.19}\n" if k == 6
+                                                                           else "\n") for k in range(13))
+    frames = ('[rank1]: Traceback (most recent call last):\n'
+              '[rank1]:   File "/workspace/train.py", line 68, in <module>\n'
+              '[rank1]:     pred, ref = accelerator.gather_for_metrics((model(x).argmax(-1), y))\n'
+              '[rank1]:   File "/site-packages/torch/nn/modules/module.py", line 1778, in _wrapped_call_impl\n'
+              '[rank1]:     return self._call_impl(*args, **kwargs)\n')
+    event = one(bar.rstrip("\n") + frames + "[rank1]: " + MSG)
+    assert (event.phase, event.step, event.rank) == ("eval", 12, 1)
+    # an evaluation script's bar that only stood beside an epoch's line (its count unchanged since) is its own loop
+    script = " 0%|          | 0/50 [00:00<?, ?it/s]epoch 100, avg. loss: 0.0123\n 0%|          | 0/50 [00:01<?, ?it/s]\n"
+    alone = ('Traceback (most recent call last):\n  File "/workspace/eval.py", line 41, in <module>\n'
+             '    scores = evaluate(model)\n')
+    assert one(script + alone + MSG).step is None
+
+
+FLAIR_ITERS = "".join(f"2026-01-05 10:00:0{k % 10},100 epoch 1 - iter {k}/13 - loss 1.12 - lr: 0.100000\n"
+                      for k in range(1, 14)) + "2026-01-05 10:00:09,200 EPOCH 1 done: loss 1.1242 - lr: 0.100000\n"
+
+
+def test_flairs_iteration_lines_stay_the_step_under_its_evaluations_unlabelled_bar():
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/flair/trainers/trainer.py", line 765, in train_custom\n'
+              '    eval_result = self.model.evaluate(\n'
+              '  File "/site-packages/flair/nn/model.py", line 881, in predict\n'
+              '    scores = self.decoder(data_point_tensor)\n')
+    dev = FLAIR_ITERS + "\n  0%|          | 0/1 [00:00<?, ?it/s]\n"
+    assert (one(dev + frames + MSG).phase, one(dev + frames + MSG).step) == ("eval", 13)
+    # after the DEV pass ran to its total, "saving best model": the step is still the iteration line's
+    saving = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/flair/trainers/trainer.py", line 817, in train_custom\n'
+              '    self._save_model(base_path / "best-model.pt", checkpoint=save_optimizer_state)\n')
+    done = dev + "100%|██████████| 1/1 [00:00<00:00,  9.33it/s]\n2026-01-05 10:00:09,400 saving best model\n"
+    assert (one(done + saving + MSG).phase, one(done + saving + MSG).step) == ("save", 13)
+    # a training bar drawn between printed counters resumes mid-count: it is the step, not the counter before it
+    mixed = "Step 450 | loss 1.20\n 45%|████▌     | 450/1000 [01:00<01:00, 7.5it/s]\n"
+    assert one(mixed + frames + MSG).step == 450
+    # ... and one that started at 0 after a lone start line is the training loop's own bar
+    started = "Starting training from iteration 0\n" + "".join(
+        f" {k // 10}%|█         | {k}/1000 [01:00<01:00, 7.5it/s]\n" for k in (0, 1, 2, 450))
+    assert one(started + frames + MSG).step == 450

@@ -17,7 +17,8 @@ EXAMPLES = [
     "Train: [1/50][12/157] Data 1.587", "Iter(train) [  50/1000]  lr: 2e-4", "[3, 1200] loss: 0.51", "[2,   400/1000]",
     "step=120, skipped=0, lr=[1e-05]", "iteration      120/   50000 | consumed samples", "eta: 1:00  iter: 19  loss 1.2",
     "Starting training from iteration 0", "Start training from epoch: 0, iter: 120", "step: 12", "{'loss': 0.5, 'step': 50}",
-    "Steps: 12", "global_step 12", "Step #12/100", "Iter 120/500", "12/100 [====>.....] - ETA: 3s",
+    "Steps: 12", "global_step 12", "Step #12/100", "Iter 120/500", "|    iterations      | 3        |",
+    "12/100 [====>.....] - ETA: 3s", "epoch 0: {'accuracy': 0.19}",
     "[ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]", "Epoch 1:  40%|####  | 4/10 [00:01<00:02]",
     "Epoch 1/2 ━━━━━━━━━━ 4/10 0:00:01", "Epoch [2/10]: [63/1500]   4%|", "Epoch: [63/1500]   4%|",
     '  File "train.py", line 12, in main', "train.py in main(args)", "<ipython-input-3-abc> in <module>",
@@ -66,7 +67,7 @@ def test_each_step_pattern_matches_only_lines_holding_its_literal(texts):
     ("SAVE_BANNER", lambda t: "aving" in t or "Summoning" in t), ("TRAIN_BANNER", lambda t: "raining" in t or "Epoch " in t),
     ("LIGHTNING", lambda t: t.startswith("Epoch ")), ("IGNITE", lambda t: "%" in t and "Epoch" in t),
     ("TORCHTUNE", lambda t: "|Loss: " in t), ("LOOP_ENDED", lambda t: "Epoch(" in t or "Iter(" in t),
-    ("NON_TRAIN_BAR", ctx.NON_TRAIN_NEEDS.found_in),
+    ("NON_TRAIN_BAR", ctx.NON_TRAIN_NEEDS.found_in), ("EPOCH_MARK", lambda t: "poch" in t),
 ])
 def test_each_gate_passes_every_line_its_pattern_matches(texts, pattern, gate):
     pat = getattr(ctx, pattern)

@@ -66,6 +66,9 @@ STEP_PATTERNS = (
     lazy(r"\bSteps:\s{0,2}(?P<n>\d{1,20})\b"),
     lazy(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})(?:\s{0,2}/\s{0,2}\d{1,20})?\b(?![.%])"),
     lazy(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})\s{0,2}/\s{0,2}\d{1,20}\b"),  # Iter 120/500
+    # Stable-Baselines3's logger table, one row per value: "|    iterations      | 3        |" (on-policy algorithms:
+    # one rollout and its update per iteration)
+    lazy(r"^\|\s{1,8}iterations\s{1,40}\|\s{1,4}(?P<n>\d{1,20})\s{1,40}\|"),
     lazy(r"^\s{0,4}(?P<n>\d{1,20})/\d{1,20} \[[=>.]{3,}"),  # Keras progress bar: 12/100 [====>.....]
     # HF Trainer's notebook progress as text: "[ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]" (its eval bar has no Epoch)
     lazy(r"^\s{0,4}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20} [\d:]{4,12} < [\d:]{4,12}, [\d.]{1,12} (?:it/s|s/it), Epoch [\d.]{1,20}/\d{1,20}\]"),
@@ -73,7 +76,8 @@ STEP_PATTERNS = (
 # A literal each of STEP_PATTERNS needs, in the same order: a line without it is not searched (a regex search costs
 # ~1 us, an `in` ~0.05; on a dense log every line is tried). tests/test_context_gates.py holds them to their patterns.
 STEP_NEEDS = ("Epoch", "Epoch(train)", "epoch", "Train", "Iter(train)", "Epoch[", "[", "step=", "iteration", "iter:",
-              "training from iteration ", "Start training from epoch: ", "step:", "step", "Steps:", "tep", "ter", " [",
+              "training from iteration ", "Start training from epoch: ", "step:", "step", "Steps:", "tep", "ter",
+              "iterations", " [",
               "Epoch ")
 # A progress indicator or banner that names an evaluation loop: HF/Lightning/detectron2/mmengine/tqdm.
 EVAL_BANNER = lazy(
@@ -134,6 +138,7 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "full_state_dict", "_full_post_state_dict_hook", "consolidated_state_dict", "_get_state_dict",
         "_save_optimizer_and_scheduler", "_zero3_consolidated_16bit_state_dict", "get_state_dict",
         "save_state", "_save_zero_checkpoint", "save_16bit_model", "gather_state_dict",
+        "save",  # torch.save; Stable-Baselines3's, Keras' and fastai's model.save(); accelerate's accelerator.save()
     }),
     "eval": frozenset({
         "evaluate", "evaluation_loop", "prediction_step", "validation_step", "_evaluate", "eval_step",
@@ -142,6 +147,8 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "test", "run_test", "inference", "infer", "inference_on_dataset", "single_gpu_test", "multi_gpu_test",
         "test_epoch", "val_epoch", "valid_epoch", "validation_epoch", "run_eval", "eval", "eval_model",
         "test_model", "evaluate_model", "eval_epoch", "evaluation_step", "_predict", "run_inference",
+        "predict_epoch", "_predict_epoch",  # pytorch-tabnet's pass over the eval set after each training epoch
+        "gather_for_metrics",  # accelerate's gather of predictions and labels for metrics: an evaluation loop's
     }),
     "generate": frozenset({
         "generate", "_generate", "_sample", "sample", "greedy_search", "beam_search", "_beam_search",
@@ -155,6 +162,9 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "forward_backward_no_pipelining", "train", "fit", "train_model", "learn", "train_loop", "train_batch",
         "training_epoch", "_fit_impl", "run_training_epoch", "run_training_batch", "update_params", "optimize_model",
         "fit_one_epoch", "train_on_batch", "run_step", "do_train", "_run_stage", "<backward op>",
+        # an RL policy's log-probabilities and entropy of the rollout's actions, for the update's loss
+        # (Stable-Baselines3's PPO/A2C train(), pytorch-a2c-ppo-acktr): its name says evaluate, it runs only in training
+        "evaluate_actions",
     }),
     "init": frozenset({
         "from_pretrained", "_load_pretrained_model", "load_state_dict", "load_checkpoint", "dispatch_model",
@@ -502,16 +512,24 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
     return Progress(step, None, None, None)
 
 
+def bar_step_at(markers: Markers, i: int, rank: int | None) -> tuple[list[Step], int] | None:
+    """(the steps `rank` sees, the position among them of the bar drawn on lines[i]), or None when lines[i] draws no bar."""
+    _, _, s_idx, steps = markers.for_rank(rank)
+    k = bisect_left(s_idx, i)
+    return (steps, k) if k < len(steps) and s_idx[k] == i and steps[k].bar else None
+
+
 def finished_bar_before(markers: Markers, i: int, rank: int | None, source: str, nested: bool = False) -> Value | None:
     """In evaluation: the count of the bar that ran to its total just before the still running bar on lines[i]
     started (one of another total): the training loop's bar finished the epoch and the running one counts
     evaluation batches (fastai draws both under the same "Epoch k/n :" label). With `nested` (the traceback shows
     the training loop calling the evaluation), that bar may still be running: HF Trainer draws its evaluation bar
     below the training one ("4/12", then "0/8"). None when there is no such bar."""
-    _, _, s_idx, steps = markers.for_rank(rank)
-    k = bisect_left(s_idx, i)
-    running = steps[k] if k < len(steps) and s_idx[k] == i else None
-    if running is None or not running.bar or running.total is None or running.n >= running.total:
+    if (at := bar_step_at(markers, i, rank)) is None:
+        return None
+    steps, k = at
+    running = steps[k]
+    if running.total is None or running.n >= running.total:
         return None
     for s in reversed(steps[max(0, k - CLOSE_REDRAW_BACK_STEPS) : k]):
         if not s.bar:
@@ -521,8 +539,48 @@ def finished_bar_before(markers: Markers, i: int, rank: int | None, source: str,
     return None
 
 
+def counter_before_inner_bars(markers: Markers, i: int, rank: int | None, source: str) -> Value | None:
+    """Out of training (evaluation, a save): the printed counter before the bars that the bar on lines[i] closes, when
+    those bars all started after it (the first drawn at 0): the training loop prints its progress as lines (Flair's
+    "epoch 1 - iter 13/13 - loss ..."), and the unlabelled bars after it count an evaluation's batches. None when the
+    bar on lines[i] is not preceded that way (a training bar drawn between counter lines resumes mid-count)."""
+    if (at := bar_step_at(markers, i, rank)) is None:
+        return None
+    steps, k = at
+    first = steps[k]
+    for j in range(k - 1, max(-1, k - CLOSE_REDRAW_BACK_STEPS), -1):
+        s = steps[j]
+        if not s.bar:  # a counter printed in a series (the one before it printed too), not a one-off start line
+            series = j > 0 and not steps[j - 1].bar
+            return Value(value=s.n, evidence=_ev(source, markers.lines[s.idx])) if first.n == 0 and series else None
+        first = s
+    return None
+
+
 # How far back a finished inner bar's first drawing at its total is looked for (its bar lines, a few hundred at most).
 CLOSE_REDRAW_BACK_STEPS = 400
+# A line naming an epoch by its number ("epoch 0: {'accuracy': 0.81}", "Epoch 2 done"), glued after a bar or on its own
+EPOCH_MARK = lazy(r"\b[Ee]poch\s{0,2}\d{1,6}\b")
+
+
+def bar_spans_epochs(markers: Markers, i: int, rank: int | None) -> bool:
+    """The bar drawn on lines[i] counted on past a line that names an epoch (an evaluation's result printed between
+    two of its drawings, as a no-trainer loop's accelerator.print does): it counts a training loop's steps, not an
+    inference loop's inputs. A bar that only stood beside such a line, its count unchanged since, does not."""
+    if (at := bar_step_at(markers, i, rank)) is None:
+        return False
+    steps, k = at
+    start = k
+    for j in range(k - 1, max(-1, k - CLOSE_REDRAW_BACK_STEPS), -1):
+        s = steps[j]
+        if not s.bar or s.total != steps[k].total or s.n > steps[start].n:
+            break
+        start = j
+    for j in range(start, k):  # an epoch's line at or after drawing j, before the next: counted on past it
+        if steps[k].n > steps[j].n and any(_same_rank(ln, rank) and "poch" in ln.text and EPOCH_MARK.search(ln.text)
+                                           for ln in markers.lines[steps[j].idx : steps[j + 1].idx]):
+            return True
+    return False
 
 
 def _past_close_redraw(steps: Sequence[Step], j: int) -> int:
@@ -809,6 +867,8 @@ def _phase_of_name(name: str) -> list[str]:
     if TRAIN_SETUP.match(name):
         return ["init"]
     phases = [p for p in PHASE_ORDER if name in PHASE_FRAMES[p]]
+    if phases:  # a listed name is what its list says, whatever words it holds
+        return phases
     low = name.lower()
     phases += [p for p, subs in _PHASE_SUBSTRINGS if p not in phases and any(x in low for x in subs)]
     return phases

@@ -511,6 +511,9 @@ class _EventReader:
         if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames) \
                 and not self._training_bar(step, rank):
             step = None  # the bar that was running counts an inference loop's inputs, not training steps
+        if step is not None and phase in ("eval", "save") and (
+                counter := ctx.counter_before_inner_bars(self.markers, self._index_of(step.evidence.line), rank, source)):
+            step = counter  # the bars after the training loop's printed counter count the evaluation's batches
         # the training loop called the evaluation (HF Trainer's evaluate() from _inner_training_loop; generate() in it)
         nested = step is not None and ctx.training_calls_evaluation(frames)
         if step is not None and (phase == "eval" or (phase == "generate" and nested)) and banner_phase is None:
@@ -568,9 +571,12 @@ class _EventReader:
 
     def _training_bar(self, step: Value, rank: int | None) -> bool:
         """The step's bar is the loop a training-start banner began ("***** Running training *****", then bars of one
-        total): an evaluation run inline after it, with no bar of its own, leaves the training bar the last drawn."""
+        total), or one that counted on past an epoch's line: an evaluation run inline after it, with no bar of its
+        own, leaves the training bar the last drawn."""
         b_idx, banners, s_idx, steps = self.markers.for_rank(rank)
         k = self._index_of(step.evidence.line)
+        if ctx.bar_spans_epochs(self.markers, k, rank):
+            return True
         b = bisect_right(b_idx, k) - 1
         if b < 0 or banners[b].kind != "train":
             return False
