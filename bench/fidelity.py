@@ -22,6 +22,11 @@ bf16): the median of torch.cuda.max_memory_allocated() / 2**20 over 10 forward+b
 cross-entropy and of a plain bf16 Linear + CrossEntropyLoss, both heads on the device. Replayed by the entry point
 bench/liger_flce.py with verify/fusedce.py in the kernel as that commit left it ("0.5.0": the chunk's gradient
 scaled into a copy).
+
+Source D: the same file's rows `rms_norm | swiglu | rope, liger | huggingface, full, memory` added by PR #196 (commit
+b5672a15, 2024-09-03, Liger 0.2.1; NVIDIA A100-SXM4-80GB): the median of torch.cuda.max_memory_allocated() / 2**20
+over 10 forward+backward steps of one layer, Liger's kernel or the Hugging Face code it replaces. Replayed by the entry
+point bench/liger_kernels.py with verify/liger.py's Functions (RMSNorm in its 0.2 backward).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # published fig
 LITGPT = "Lightning-AI/litgpt tutorials/resource-tables.md"
 TORCHTUNE = "pytorch/torchtune README.md (Optimization flags)"
 LIGER = "linkedin/Liger-Kernel benchmark/data/all_benchmark_data.csv (PR #406)"
+LIGER_KERNELS = "linkedin/Liger-Kernel benchmark/data/all_benchmark_data.csv (PR #196)"
 MiB = 1 << 20
 A100_40GB = int(40 * 1e9)  # what an A100-SXM4-40GB reports as its total: 39.39 GiB usable
 A100_80GB = int(80 * 1e9)
@@ -52,12 +58,31 @@ HF_LLAMA2_7B_LORA = {"config": "meta-llama/Llama-2-7b-hf", "dtype": "bfloat16", 
 HF_LLAMA32_3B_FULL = {"config": "meta-llama/Llama-3.2-3B", "dtype": "bfloat16", "optimizer": "adamw"}
 
 # (name, params, published peak allocated in bytes or "OOM", source); the card is CARDS[source]
-CARDS = {LITGPT: A100_40GB, TORCHTUNE: A100_80GB, LIGER: A100_80GB}
+CARDS = {LITGPT: A100_40GB, TORCHTUNE: A100_80GB, LIGER: A100_80GB, LIGER_KERNELS: A100_80GB}
 # Liger's benchmark, published in MiB ("MB" there): (provider, BT) -> median peak allocated
 LIGER_MIB = {("liger", 4096): 4245.548, ("liger", 8192): 4466.970, ("liger", 16384): 4910.438,
              ("liger", 32768): 5794.626, ("huggingface", 4096): 6092.282, ("huggingface", 8192): 9162.313,
              ("huggingface", 16384): 15302.376, ("huggingface", 32768): 27582.5}
 LIGER_STEP = {"entry": "bench/liger_flce.py:make_step", "H": 4096, "V": 128256}
+# (kernel, provider, size) -> median peak allocated in MiB; rms_norm: H at 2048 rows, swiglu: T at batch 4 through
+# Llama-2-7B's MLP, rope: T with H 8192, 32 query and 8 key/value heads
+LIGER_KERNEL_MIB = {("rms_norm", "liger", 1024): 36.024, ("rms_norm", "huggingface", 1024): 80.020,
+                    ("rms_norm", "liger", 4096): 144.071, ("rms_norm", "huggingface", 4096): 320.055,
+                    ("rms_norm", "liger", 16384): 432.258, ("rms_norm", "huggingface", 16384): 1280.195,
+                    ("swiglu", "liger", 1024): 1100.25, ("swiglu", "huggingface", 1024): 1294.25,
+                    ("swiglu", "liger", 4096): 2546.25, ("swiglu", "huggingface", 4096): 3452.25,
+                    ("rope", "liger", 1024): 49.133, ("rope", "huggingface", 1024): 121.133,
+                    ("rope", "liger", 4096): 172.157, ("rope", "huggingface", 4096): 460.157,
+                    ("rope", "liger", 16384): 664.250, ("rope", "huggingface", 16384): 1816.250}
+LIGER_SIZE = {"rms_norm": ("H", {}), "swiglu": ("T", {}), "rope": ("T", {"H": 8192})}
+
+
+def _liger_kernel_row(kernel: str, who: str, size: int) -> dict:
+    """The entry point's params for one of Liger's layer benchmarks."""
+    axis, fixed = LIGER_SIZE[kernel]
+    return {"entry": "bench/liger_kernels.py:make_step", "kernel": kernel, "provider": who, axis: size, **fixed}
+
+
 ROWS: list[tuple[str, dict, int | str, str]] = [
     ("phi-1.5 LoRA mb1", {**PHI_15, **BF16_TRUE, "batch": 1}, int(4.82e9), LITGPT),
     ("phi-1.5 LoRA mb2", {**PHI_15, **BF16_TRUE, "batch": 2}, int(6.76e9), LITGPT),
@@ -82,6 +107,11 @@ ROWS: list[tuple[str, dict, int | str, str]] = [
     # the first replay is the one reported)
     *((f"{'Liger FLCE' if who == 'liger' else 'Linear + CE'} BT {bt}", {**LIGER_STEP, "provider": who, "BT": bt},
        int(mib * MiB), LIGER) for (who, bt), mib in LIGER_MIB.items()),
+    # Liger's RMSNorm, SwiGLU and RoPE against the code they replace, one layer each (added 2026-11-28; the rows were
+    # chosen before the first replay, which is the one reported)
+    *((f"{kernel} {'Liger' if who == 'liger' else 'HF'} {LIGER_SIZE[kernel][0]} {size}",
+       _liger_kernel_row(kernel, who, size), int(mib * MiB), LIGER_KERNELS)
+      for (kernel, who, size), mib in LIGER_KERNEL_MIB.items()),
 ]
 
 

@@ -120,6 +120,8 @@ CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
 IMAGE_CLASSIFIERS = frozenset({"resnet", "vit", "convnext", "swin", "deit", "beit", "regnet", "efficientnet"})
 # Image-and-text models: a step feeds pixel_values and token ids whose first positions are the image's tokens.
 VISION_LANGUAGE = frozenset({"llava"})
+# the architectures whose Liger-Kernel patch (RMSNorm, SwiGLU, RoPE) verify/liger.py replays: the patch functions read
+LIGER_PATCHED = frozenset({"llama", "mistral", "qwen2"})
 # transformers models whose class says supports_gradient_checkpointing = False (checked on transformers 5.x)
 NO_CHECKPOINTING = frozenset({"resnet", "convnext"})
 

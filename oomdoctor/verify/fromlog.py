@@ -43,6 +43,7 @@ PARAM_FACTS: dict[str, tuple[str, ...]] = {
     "dtype": ("model_dtype", "mixed_precision", "bf16", "fp16"),
     "layers": ("num_layers",), "width": ("hidden_size",), "vocab": ("vocab_size",),
     "offload": ("offload_param", "offload_optimizer"), "fused_cross_entropy": ("liger_kernel",),
+    "liger_kernels": ("liger_kernel",),
 }
 # DeepSpeed's config names that build its FusedAdam on a GPU (runtime/engine.py _configure_basic_optimizer, with
 # torch_adam and cpu offload off): adam and adamw (adam_w_mode).
@@ -205,8 +206,7 @@ def _build(log: str) -> tuple[dict[str, Any], list[str], dict[str, str]]:
     _offload(d, params, notes)
     if d.get("liger_kernel") and event.phase == "train":
         params["fused_cross_entropy"] = True
-        notes.append("Liger-Kernel's fused linear cross-entropy on: the loss in chunks of rows, no full logits (its "
-                     "RMSNorm, SwiGLU and RoPE kernels are replayed as the model's own)")
+        notes.append("Liger-Kernel's fused linear cross-entropy on: the loss in chunks of rows, no full logits")
     if d.get("stack_deepspeed") and "autocast" in params and not d.get("model_dtype"):
         # DeepSpeed's bf16/fp16 mode casts the module itself; its optimizer keeps the fp32 master copy
         params["dtype"] = params.pop("autocast")
@@ -346,7 +346,7 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     it assumed), else None and why not."""
     import importlib.util
 
-    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, from_catalog, hf_replays
+    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, LIGER_PATCHED, from_catalog, hf_replays
 
     name = d.get("model_name")
     architecture = from_catalog(name) if isinstance(name, str) else None
@@ -386,6 +386,13 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
                      "default before 5)")
     if d.get("stack_deepspeed") and hf.get("dtype") in ("bfloat16", "float16"):
         hf["master_weights"] = True  # DeepSpeed's bf16/fp16 optimizer: fp32 master weights and moments
+    if d.get("liger_kernel") and architecture["model_type"] in LIGER_PATCHED:
+        hf["liger_kernels"] = True  # Liger's patch of the model's modules (every phase; the fused loss trains only)
+        notes.append("Liger-Kernel's RMSNorm, SwiGLU and RoPE replace the model's own: no fp32 copy in the norms, no "
+                     "MLP intermediate kept, q and k rotated in place")
+    elif d.get("liger_kernel"):
+        notes.append(f"Liger-Kernel's patch of {architecture['model_type']}'s modules, if it has one, is not replayed: "
+                     "the model's own norms, MLP and rotary embedding")
     return {"model": "hf", "params": {"config": name, **hf}}, notes
 
 

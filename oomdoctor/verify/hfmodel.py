@@ -22,6 +22,7 @@ import torch
 
 from oomdoctor.verify.architectures import (
     IMAGE_CLASSIFIERS,
+    LIGER_PATCHED,
     VISION_LANGUAGE,
     causal_lm,
     fused_loss_refusal,
@@ -294,13 +295,29 @@ def hf(params: dict[str, Any] | HFParams, device: torch.device, phase: str = "tr
     p = params if isinstance(params, HFParams) else HFParams.model_validate(params)
     _unpacked_under_fake_tensors()
     model, part = _build(p, device, base_dir)
-    step = _step(p, model, device, phase, _zero3(p, part, device))
+    step = _liger(p, model, _step(p, model, device, phase, _zero3(p, part, device)))
     beside: list[Any] = []
     if p.reference_model:
         beside.append(_frozen_copy(p, device, base_dir))
     if p.ddp_buckets:
         beside.append(DdpBuckets(model.parameters(), device, p.ddp_bucket_view))
     return keeping(step, beside)
+
+
+def _liger(p: HFParams, model: Any, step: Callable[[], None]) -> Callable[[], None]:
+    """The step with Liger-Kernel's RMSNorm, SwiGLU and RoPE in place of the model's own (`liger_kernels`), for the
+    architectures its patch covers (verify/liger.py); other models' steps as they are."""
+    kind = model.config.model_type
+    if not p.liger_kernels or kind not in LIGER_PATCHED:
+        return step
+    from oomdoctor.verify import liger
+
+    liger.patch(model)
+
+    def patched_step() -> None:
+        with liger.rope_patched(kind):
+            step()
+    return patched_step
 
 
 def _zero3(p: HFParams, part: Partition | None, device: torch.device) -> Zero3 | None:

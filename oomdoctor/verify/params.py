@@ -213,6 +213,9 @@ class HFParams(ZeroParams):
                                                          "cpu_offload), gathered to the device per use (stage 3)")
     fused_cross_entropy: bool = Field(False, description="train, causal LM: Liger's fused linear cross-entropy "
                                       "(use_liger_kernel): the loss and its gradients in chunks of rows, no full logits")
+    liger_kernels: bool = Field(False, description="Liger-Kernel's RMSNorm, SwiGLU and RoPE in place of the model's "
+                                "own (use_liger_kernel), for the architectures its patch covers here: Llama, Mistral, "
+                                "Qwen2; no fp32 copy in the norms, no MLP intermediate kept, q and k rotated in place")
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     lora_rank: int = Field(0, ge=0, description="0 = full fine-tuning; >0 = LoRA through peft (base frozen)")
     lora_dropout: float = Field(0.0, ge=0, lt=1)
