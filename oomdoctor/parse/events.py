@@ -94,15 +94,23 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
     """
     first = lines[i]
     text, offsets = first.text, [0]
-    width = len(first.raw)
+    width = len(first.raw)  # the terminal's, when the message was wrapped: its first row as wide as one can be
     j = i
-    while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES and not _COMPLETE.search(text):
+    while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES:
         nxt = lines[j + 1]
         if nxt.number != lines[j].end + 1 or not nxt.text.strip():
             break
         prev_raw = lines[j].raw
-        wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= WRAP_MIN_WIDTH and (j > i or len(nxt.raw) <= width)
-                                             and not _LABEL_LINE.match(nxt.text) and not _TRACEBACK_START.match(nxt.text))
+        width = width if width >= WRAP_MIN_WIDTH else len(prev_raw)
+        cut = len(prev_raw) == width >= WRAP_MIN_WIDTH and not _TRACEBACK_START.match(nxt.text)
+        if _COMPLETE.search(text):  # the message is read; the rest of a row a terminal cut goes with it
+            if not (cut and j > i and len(nxt.raw) <= width and not _NEW_RECORD.match(nxt.raw)):
+                break
+            offsets.append(len(text))
+            text += nxt.raw
+            j += 1
+            continue
+        wrapped = prev_raw.endswith(" ") or (cut and (j > i or len(nxt.raw) <= width) and not _LABEL_LINE.match(nxt.text))
         if text.endswith("\\"):  # a continuation backslash: the line (even a word) goes on in the next one
             text = text[:-1]
             offsets.append(len(text))

@@ -150,14 +150,17 @@ _TABLE_EDGES = ("|", "+")  # a table row (nvidia-smi's) starts and ends with one
 
 def terminal_width(lines: Sequence[Line]) -> int | None:
     """The width a terminal hard-wrapped the log at, when it looks copied from one: no line is longer than the
-    longest (at least WRAP_MIN_WIDTH columns), at least two different lines fill it exactly, and most of those go on
-    in a row that can be their rest (a log whose widest lines are records of one fixed format is not wrapped)."""
+    longest (at least WRAP_MIN_WIDTH columns), at least two different lines fill it exactly (or with the blanks it
+    cut them in), and most of those go on in a row that can be their rest (a log whose widest lines are records of
+    one fixed format is not wrapped)."""
     width = max((len(ln.raw) for ln in lines), default=0)
     if width < WRAP_MIN_WIDTH:
         return None
     if _console_copy(lines, width):
         return width
-    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width]
+    # a row padded to the width is one cut inside a bar's blanks, unless some row is padded past it (an editor's)
+    blanks = width if all(ln.padded <= width for ln in lines) else -1
+    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width or ln.padded == blanks]
     go_on = sum(1 for k in full if _goes_on(lines, k))
     return width if len({lines[k].raw for k in full}) >= 2 and 2 * go_on > len(full) else None
 
@@ -183,6 +186,12 @@ def _goes_on(lines: Sequence[Line], k: int) -> bool:
             and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES)))
 
 
+def _fills(line: Line, width: int, console: bool) -> bool:
+    """Whether a row fills the terminal's width: its text does, or (from a terminal that pads nothing) the blanks it
+    ends in do: a row cut inside a bar's padding. A console pads every row, so there only the text tells."""
+    return len(line.raw) == width or (line.padded == width and not console)
+
+
 def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line]:
     """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
     the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
@@ -191,12 +200,14 @@ def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line
     width = terminal_width(lines)
     if width is None:
         return lines
+    console = _console_copy(lines, width)
     out: list[Line] = []
     i = 0
     while i < len(lines):
         j, raw = i, lines[i].raw
-        while len(lines[j].raw) == width and _goes_on(lines, j):
+        while _fills(lines[j], width, console) and _goes_on(lines, j):
             j += 1
+            raw = raw.ljust((j - i) * width)  # a row cut inside a run of blanks (a bar's padding) keeps them
             raw += lines[j].raw
         if j == i:
             out.append(lines[i])
