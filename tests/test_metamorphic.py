@@ -200,3 +200,54 @@ def test_a_prefixed_wrapped_message_is_rejoined_from_its_text():
     plain = parse_text("\n".join(rows) + "\n").events
     k8s = parse_text("".join(f"2024-05-01T12:00:0{k}.000000001Z stderr F {r}\n" for k, r in enumerate(rows))).events
     assert plain[0].free_bytes and (k8s[0].free_bytes, k8s[0].reserved_bytes) == (plain[0].free_bytes, plain[0].reserved_bytes)
+
+
+# ---- shapes a terminal's hard wrap leaves, each read as the line the program printed --------------------------
+
+
+def _wrapped(text: str, width: int) -> str:
+    """The text as a terminal `width` columns wide shows it: every longer line cut into rows, mid-word."""
+    return M._wrap(width)(text)
+
+
+def _facts(text: str) -> list[tuple]:
+    return [(e.kind, e.requested_bytes, e.total_bytes, e.allocated_bytes, e.phase, e.step)
+            for e in parse_text(text).events]
+
+
+CACHING_2_1 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 206.00 MiB. GPU 0 has a total capacity of "
+               "79.35 GiB of which 142.19 MiB is free. Process 4242 has 79.20 GiB memory in use. Of the allocated memory "
+               "77.25 GiB is allocated by PyTorch, and 30.57 MiB is reserved by PyTorch but unallocated. If reserved but "
+               "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+               "fragmentation.  See documentation for Memory Management  "
+               "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+
+
+def test_a_bar_row_cut_inside_its_blanks_is_joined_back():
+    bar = "Steps:   0%|" + " " * 150 + "| 0/800 [00:12<?, ?it/s]"
+    text = f"  File \"train.py\", line 9, in step\n    loss = model(batch)\n{bar}\n{CACHING_2_1}\n"
+    want = _facts(text)
+    assert want[0][4:] == ("train", 0)
+    assert _facts(_wrapped(text, 120)) == want  # the bar's first row ends in blanks the copy kept to the width
+
+
+def test_a_complete_message_takes_the_rest_of_its_last_cut_row():
+    text = f"{CACHING_2_1}\nSteps:   3%|##        | 24/800 [00:12<07:02, 1.8it/s]\n"
+    want = _facts(text)
+    assert want[0][4:] == ("train", 24)  # the bar redrawn right after the message
+    assert _facts(_wrapped(text, 120)) == want  # its figures were complete two rows before the message ended
+
+
+def test_a_one_line_reading_gives_way_to_the_wrapped_message_it_was_cut_from():
+    text = "MemoryError: Unable to allocate 315. GiB for an array with shape (10000, 100, 84480) and data type float32\n"
+    assert _facts(text)[0][1] == 10000 * 100 * 84480 * 4  # the shape's exact bytes, not the rounded "315. GiB"
+    assert _facts(_wrapped(text, 80)) == _facts(text)  # "MemoryError: ..." alone would read no figure
+
+
+def test_a_wrapped_row_under_a_short_header_line_is_joined_without_a_space():
+    text = ("Status code: Resource exhausted [9x]\n"
+            "  Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm. Exceeded hbm "
+            "capacity by 385.25M.\n")
+    want = _facts(text)
+    assert want[0][2] == 8 * 2**30
+    assert _facts(_wrapped(text, 80)) == want  # "8.00" / "G hbm": the header is too short to tell the width

@@ -192,6 +192,11 @@ def _full(c: Classified | None) -> bool:
     return c is not None and c.full
 
 
+def _cut_at_width(lines: Sequence[Line], i: int) -> bool:
+    """Whether lines[i] may be a row a terminal cut: wide enough to be one, the next physical line right after it."""
+    return i + 1 < len(lines) and len(lines[i].raw) >= WRAP_MIN_WIDTH and lines[i + 1].number == lines[i].end + 1
+
+
 def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
                ) -> tuple[Classified | None, str, int, list[int]]:
     """The best reading of a message starting at lines[i]: (classified, text, last line index, line offsets).
@@ -202,8 +207,12 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     t = lines[i].text
     if any(f.admits(t) for f in _SINGLE_LINE_FORMATS):  # a one-line form (notebook header, worker exit) is never joined
         c = classify(t)
-        if c is not None and c.fmt.single_line:
+        if c is not None and c.fmt.single_line and not _cut_at_width(lines, i):
             return c, t, i, [0]
+        if c is not None and c.fmt.single_line:  # the fuller message a hard wrap cut it from reads first
+            text, end, offsets = _assemble(lines, i, "auto")
+            c2 = classify(text)
+            return (c2, text, end, offsets) if _full(c2) and c2 is not None and not c2.fmt.single_line else (c, t, i, [0])
     best: tuple[Classified | None, str, int, list[int]] | None = None
     if t in memo:  # the same one-line message again (a flood of identical lines): classify it once
         best = (memo[t], t, i, [0])
