@@ -57,7 +57,8 @@ _COMPLETE = lazy(
 )
 # A continuation that starts a new labelled figure ("Currently allocated     : 9.43 GiB") is a new line of the
 # message, not the rest of a hard-wrapped one.
-_LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s")
+_LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a row cut mid-word ("CUD" / "A error: out of
+# memory") is no label: every label of the message is followed by its figure
 _NEW_RECORD = lazy(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
 )
@@ -89,7 +90,8 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
     """The message starting at lines[i] with its wrapped or continued lines rejoined.
 
     mode "auto" joins a line that fills the terminal's width (or ends in a space) to the next without a
-    space (a hard wrap may split a word), "space" always joins with a space, "tight" never adds one.
+    space (a hard wrap may split a word), "space" always joins with a space, "tight" never adds one, "rows" joins
+    only what "auto" reads as wrapped (the one line the program printed, whatever follows it).
     Returns the text, the index of the last line used, and the text offset where each line starts.
     """
     first = lines[i]
@@ -110,17 +112,20 @@ def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[
             text += nxt.raw
             j += 1
             continue
-        wrapped = prev_raw.endswith(" ") or (cut and (j > i or len(nxt.raw) <= width) and not _LABEL_LINE.match(nxt.text))
+        wrapped = prev_raw.endswith(" ") or (cut and (j > i or len(nxt.raw) <= width) and not _LABEL_LINE.match(nxt.text)
+                                             and not _NEW_RECORD.match(nxt.text))
         if text.endswith("\\"):  # a continuation backslash: the line (even a word) goes on in the next one
             text = text[:-1]
             offsets.append(len(text))
             text += nxt.text.lstrip()
-        elif mode == "tight" or (mode == "auto" and wrapped):
+        elif mode == "tight" or (mode in ("auto", "rows") and wrapped):
             if prev_raw.endswith(" ") and not text.endswith(" "):
                 text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB"
             offsets.append(len(text))
             text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
-        elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text):
+        elif mode != "rows" and not _NEW_RECORD.match(nxt.text) and (
+                nxt.rank == first.rank or (mode == "space" and nxt.rank is None and lines[j].padded)):
+            # (a row that ended in blanks, a wrap at a space an editor padded, goes on without the launcher's prefix)
             text += " "
             offsets.append(len(text))
             text += nxt.text.strip()
@@ -234,9 +239,12 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
         c2 = classify(sq)
         if _full(c2) or (c is None and c2 is not None):
             c, text, offsets = c2, sq, sq_offsets
-    if c is None and end > i:
-        c = classify(t)
-        text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
+    if c is None and end > i:  # the trigger's own line, with the rows a terminal may have cut it into, or alone
+        for line, line_end, line_offsets in (_assemble(lines, i, "rows") if _cut_at_width(lines, i) else (t, i, [0]),
+                                             (t, i, [0])):
+            if (c := classify(line)) is not None:
+                text, end, offsets = line, line_end, line_offsets
+                break
     if c is None and _LOWERED.search(text):  # pasted all in lower case: read it in PyTorch's case, same length
         c = classify(_RECASE.sub(lambda m: _CANONICAL[m.group().lower()], text))
     return c, text, end, offsets
@@ -322,9 +330,10 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
         c, text, end, offsets = _recognise(lines, i, memo)
-        if c is None and _wrapped_into(lines, i):  # the message's head is on the line a hard wrap cut it from
-            c, text, end, offsets = _recognise(lines, i - 1, memo)
-            i = i - 1 if c is not None else i
+        if not _full(c) and _wrapped_into(lines, i):  # the message's head is on the line a hard wrap cut it from
+            head = _recognise(lines, i - 1, memo)
+            if head[0] is not None and (c is None or _full(head[0])):
+                (c, text, end, offsets), i = head, i - 1
         if c is None or (code_like and not c.full) or _superseded(lines, i, c, nxt):
             i += 1
             continue
@@ -451,7 +460,7 @@ def _merge_tf_op(events: list[OOMEvent], first: Line, f: dict, rank: int | None,
 def _merge_host_kill(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit, rank: int | None) -> bool:
     """A host kill reported by several lines of one torchelastic block is one kill: merge it into the last."""
     prev = events[-1] if events else None
-    block_rank = rank if rank is not None else _block_rank(lines, hit.idx)
+    block_rank = rank if rank is not None else _block_rank(lines, hit.idx, hit.end)
     if prev and prev.kind == "host_oom" and (prev.rank is None or block_rank is None or prev.rank == block_rank) \
             and lines[hit.idx].number - prev.end_line <= HOST_KILL_BLOCK_LINES:
         if prev.rank is None and block_rank is not None:  # the Root Cause block names the rank
@@ -547,7 +556,7 @@ class _EventReader:
             detail["eval_batches_done"], detail["eval_batches_total"] = bar[0], bar[1]
             evidence["eval_progress"] = ctx._ev(source, bar[2])
         if hit.kind == "host_oom" and rank is None:
-            rank = _block_rank(lines, hit.idx)
+            rank = _block_rank(lines, hit.idx, hit.end)
         if hit.kind == "nccl":
             detail["fatal"] = _nccl_fatal(lines, hit.end)
             for ln in lines[hit.end + 1 : hit.end + 5]:
@@ -700,9 +709,10 @@ def _root_cause_rank(lines: Sequence[Line], source: str) -> Value | None:
     return None
 
 
-def _block_rank(lines: Sequence[Line], idx: int) -> int | None:
-    """The `rank : N` line of the torchelastic failure block around a kill."""
-    for ln in lines[max(0, idx - 6) : idx + 6]:
+def _block_rank(lines: Sequence[Line], idx: int, end: int) -> int | None:
+    """The `rank : N` line of the torchelastic failure block around a kill (lines[idx:end + 1]; the rows a terminal
+    cut the kill's own line into are none: "... local_" / "rank: 2 (pid: 8530) ...")."""
+    for ln in chain(lines[max(0, idx - 6) : idx + 1], lines[end + 1 : end + 6]):
         m = P.ROOT_RANK.match(ln.text)
         if m:
             return int(m["rank"])

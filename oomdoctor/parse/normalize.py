@@ -158,11 +158,23 @@ def terminal_width(lines: Sequence[Line]) -> int | None:
         return None
     if _console_copy(lines, width):
         return width
-    # a row padded to the width is one cut inside a bar's blanks, unless some row is padded past it (an editor's)
-    blanks = width if all(ln.padded <= width for ln in lines) else -1
+    blanks = width if _cut_in_blanks(lines, width) else -1
     full = [k for k, ln in enumerate(lines) if len(ln.raw) == width or ln.padded == blanks]
     go_on = sum(1 for k in full if _goes_on(lines, k))
     return width if len({lines[k].raw for k in full}) >= 2 and 2 * go_on > len(full) else None
+
+
+def _cut_in_blanks(lines: Sequence[Line], width: int) -> bool:
+    """Whether the rows padded to exactly the width are rows a terminal cut inside a run of blanks (a bar's padding):
+    a few of them, none padded past the width (an editor's or a markdown break's padding), not most of the rows that
+    do not fill it (a console pads them all)."""
+    padded = short = 0
+    for ln in lines:
+        if ln.padded > width:
+            return False
+        padded += ln.padded == width
+        short += len(ln.raw) < width
+    return 2 * padded < short
 
 
 CONSOLE_MIN_ROWS = 8  # a console copy shows at least this many rows, nearly all padded to its width
@@ -186,10 +198,10 @@ def _goes_on(lines: Sequence[Line], k: int) -> bool:
             and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES)))
 
 
-def _fills(line: Line, width: int, console: bool) -> bool:
-    """Whether a row fills the terminal's width: its text does, or (from a terminal that pads nothing) the blanks it
-    ends in do: a row cut inside a bar's padding. A console pads every row, so there only the text tells."""
-    return len(line.raw) == width or (line.padded == width and not console)
+def _fills(line: Line, width: int, blanks: bool) -> bool:
+    """Whether a row fills the terminal's width: its text does, or the blanks it ends in do where those are a cut
+    (see _cut_in_blanks; a console pads every row, so there only the text tells)."""
+    return len(line.raw) == width or (blanks and line.padded == width)
 
 
 def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line]:
@@ -200,12 +212,12 @@ def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line
     width = terminal_width(lines)
     if width is None:
         return lines
-    console = _console_copy(lines, width)
+    blanks = not _console_copy(lines, width) and _cut_in_blanks(lines, width)
     out: list[Line] = []
     i = 0
     while i < len(lines):
         j, raw = i, lines[i].raw
-        while _fills(lines[j], width, console) and _goes_on(lines, j):
+        while _fills(lines[j], width, blanks) and _goes_on(lines, j):
             j += 1
             raw = raw.ljust((j - i) * width)  # a row cut inside a run of blanks (a bar's padding) keeps them
             raw += lines[j].raw
