@@ -251,3 +251,49 @@ def test_a_wrapped_row_under_a_short_header_line_is_joined_without_a_space():
     want = _facts(text)
     assert want[0][2] == 8 * 2**30
     assert _facts(_wrapped(text, 80)) == want  # "8.00" / "G hbm": the header is too short to tell the width
+
+
+def test_a_cut_trigger_line_is_read_with_its_rows_when_the_lines_after_it_veto_the_message():
+    text = ("W tensorflow/core/common_runtime/bfc_allocator.cc:271] Ran out of memory trying to allocate 320.00MiB.  "
+            "See logs for memory state.\n"
+            "W tensorflow/core/common_runtime/bfc_allocator.cc:213] Ran out of memory trying to allocate 1.24GiB. The "
+            "caller indicates that this is not a failure, but may mean that there could be performance gains.\n"
+            "Traceback (most recent call last):\n")
+    want = _facts(text)
+    assert [(k, r) for k, r, *_ in want] == [("tf_oom", 320 * 2**20)]
+    assert _facts(_wrapped(text, 80)) == want  # "... trying " / "to allocate 320.00MiB." then the vetoed lines
+
+
+def test_a_row_cut_mid_word_before_a_colon_is_not_a_label_line():
+    text = ("Error (test_torch.R:15:3): gpu imports\n"
+            "Error in `torch_tensor_cpp(data, dtype, device, requires_grad, pin_memory)`: CUDA error: out of memory\n")
+    want = _facts(text)
+    assert [k for k, *_ in want] == ["cuda_error"]
+    assert _facts(_wrapped(text, 80)) == want  # "...: CUD" / "A error: out of memory"
+
+
+def test_a_partial_reading_of_a_cut_row_gives_way_to_the_message_the_row_before_starts():
+    text = ("E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 236.75M (248250368 bytes) from "
+            "device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\nmodel using cpu\n")
+    want = _facts(text)
+    assert [(k, r) for k, r, *_ in want] == [("tf_oom", 248250368)]
+    assert _facts(_wrapped(text, 80)) == want  # its second row alone reads as a bare CUDA error
+
+
+def test_the_rows_of_a_kill_line_are_not_its_block_rank_line():
+    text = ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 2 (pid: 8530) of "
+            "binary: /opt/conda/bin/python3\nTraceback (most recent call last):\n")
+    want = [(e.kind, e.rank) for e in parse_text(text).events]
+    assert want == [("host_oom", None)]
+    assert [(e.kind, e.rank) for e in parse_text(_wrapped(text, 80)).events] == want  # "... local_" / "rank: 2 (pid"
+
+
+def test_a_prefixed_line_wrapped_at_a_space_then_padded_goes_on_in_its_rows():
+    msg = OOM + (" Including non-PyTorch memory, this process has 79.25 GiB memory in use. Of the allocated memory "
+                 "73.91 GiB is allocated by PyTorch, and 2.41 GiB is reserved by PyTorch but unallocated.")
+    cut = msg.index("79.25")  # the program's own rows (a pre-wrapped paste): "... process has " / "79.25 GiB ..."
+    rows = ["[rank3]: " + msg[:cut], msg[cut:]]
+    want = parse_text("\n".join(rows) + "\n").events[0]
+    assert want.allocated_bytes and want.rank == 3
+    padded = parse_text("".join(r + "  \n" for r in rows)).events[0]
+    assert (padded.allocated_bytes, padded.reserved_bytes) == (want.allocated_bytes, want.reserved_bytes)
