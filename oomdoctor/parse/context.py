@@ -1702,6 +1702,36 @@ RAY_DEDUP = lazy(r"\[repeated \d{1,9}x across cluster\]")
 RAY_DEDUP_AFTER_LINES = 40
 
 
+FRAME_ROWS = 3  # a CPython frame header a terminal cut goes on over at most this many rows
+
+
+def join_cut_frames(lines: Sequence[Line]) -> Sequence[Line]:
+    """CPython frame headers a terminal cut into rows (`File ".../conv.py",` / ` line 330, in __init__`) joined back:
+    a row that starts one but is no FRAME, when it is one with the physical rows right after it."""
+    out: list[Line] | None = None
+    k = 0
+    while k < len(lines):
+        ln, j = lines[k], k
+        if 'File "' in ln.text and ln.text.lstrip().startswith('File "') and not FRAME.match(ln.text):
+            text = ln.text
+            while j + 1 < len(lines) and j - k + 1 < FRAME_ROWS and lines[j + 1].number == lines[j].end + 1:
+                text += lines[j].raw[len(lines[j].raw.rstrip()):] + lines[j + 1].raw  # a cut at a space keeps it
+                j += 1
+                if FRAME.match(text):
+                    break
+            else:
+                j = k
+            if j > k:
+                out = list(lines[:k]) if out is None else out
+                out.append(ln._replace(text=text, raw="".join(r.raw for r in lines[k:j + 1]), last=lines[j].end))
+                k = j + 1
+                continue
+        if out is not None:
+            out.append(ln)
+        k += 1
+    return lines if out is None else out
+
+
 def with_ray_ranks(lines: Sequence[Line]) -> Sequence[Line]:
     """Ray Train workers' lines with their actor prefix removed and the rank its pid holds, when the log says it."""
     if not any(ln.text.startswith("(RayTrainWorker pid=") for ln in lines):

@@ -305,6 +305,17 @@ def has_trigger(text: str) -> bool:
 
 
 
+_SEAM_CHARS = max(map(len, P.TRIGGERS)) - 1  # the most of a trigger one side of a row's end can hold
+
+
+def _trigger_across(lines: Sequence[Line], i: int) -> bool:
+    """Whether a trigger lies across the seam between lines[i] and the row before it, a row wide enough to be one a
+    terminal cut ("... DefaultCPUAllocat" / "or: not enough memory ...")."""
+    if i == 0 or len(lines[i - 1].raw) < WRAP_MIN_WIDTH or lines[i - 1].end != lines[i].number - 1:
+        return False
+    return has_trigger(lines[i - 1].raw[-_SEAM_CHARS:] + lines[i].raw[:_SEAM_CHARS])
+
+
 def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     """lines[i] may be the tail of the line before it, cut by a hard wrap mid-word ("...: cudaMalloc fail" /
     "ed: out of memory"): that line comes right before it, fills at least WRAP_MIN_WIDTH columns without a
@@ -323,7 +334,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
     i = 0
     while i < len(lines):
         t, trigger = lines[i].text, i
-        if not has_trigger(t) or ctx.FRAME.match(t):
+        if not (has_trigger(t) or _trigger_across(lines, i)) or ctx.FRAME.match(t):
             i += 1
             continue
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it
@@ -357,7 +368,7 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
-    lines = ctx.with_ray_ranks(unwrap(lines, has_trigger))
+    lines = ctx.with_ray_ranks(ctx.join_cut_frames(unwrap(lines, has_trigger)))
     # The source's text in one string: a pass that reads only lines holding some literal is skipped, one search over
     # it, when the source holds none of them (no line can), instead of testing every line.
     whole = "\n".join([ln.text for ln in lines])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -190,12 +191,13 @@ def _console_copy(lines: Sequence[Line], width: int) -> bool:
 
 def _goes_on(lines: Sequence[Line], k: int) -> bool:
     """Whether lines[k + 1] can be the rest of lines[k]: the next physical line, starting no record of its own and
-    not as lines[k] did (a record of the same kind)."""
+    not as lines[k] did (a record of the same kind); a table row is whole, unless it went on in blanks ("| epoch
+    001:   0%|" and a bar's padding, cut)."""
     if k + 1 >= len(lines):
         return False
     ln, nxt = lines[k], lines[k + 1]
     return (nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
-            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES)))
+            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES) and not ln.padded))
 
 
 def _fills(line: Line, width: int, blanks: bool) -> bool:
@@ -204,29 +206,44 @@ def _fills(line: Line, width: int, blanks: bool) -> bool:
     return len(line.raw) == width or (blanks and line.padded == width)
 
 
+# The rest of a progress bar a terminal cut: its last cells, then "| n/total" ("###| 158081/158081 [13:12<00:00]").
+_BAR_REST = lazy(r"^[^|]{0,200}\|\s{0,4}\d{1,20}/\d{1,20}")
+
+
+def _bar_cut_at(lines: Sequence[Line], k: int) -> bool:
+    """Whether lines[k] is a progress bar a terminal cut (however wide it was): a row wide enough to be one that opens
+    a bar ("100%|####...") without closing it, and the next row closes it."""
+    raw = lines[k].raw
+    bar = raw.rfind("%|")
+    return (bar != -1 and len(raw) >= WRAP_MIN_WIDTH and "|" not in raw[bar + 2:] and k + 1 < len(lines)
+            and lines[k + 1].number == lines[k].end + 1 and _BAR_REST.match(lines[k + 1].raw) is not None)
+
+
 def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line]:
     """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
     the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
     cut there. A line holding what `leave` looks for (an OOM message's trigger) is left with the rows after it for
-    the message reader, which tries each way of rejoining them."""
+    the message reader, which tries each way of rejoining them. Where no width can be told, only a progress bar cut in
+    two is joined (see _bar_cut_at)."""
     width = terminal_width(lines)
     if width is None:
-        return lines
-    blanks = not _console_copy(lines, width) and _cut_in_blanks(lines, width)
-    out: list[Line] = []
+        goes_on: Callable[[int], bool] = functools.partial(_bar_cut_at, lines)
+    else:
+        blanks = not _console_copy(lines, width) and _cut_in_blanks(lines, width)
+        goes_on = lambda j: _fills(lines[j], width, blanks) and _goes_on(lines, j)  # noqa: E731
+    out: list[Line] | None = None
     i = 0
     while i < len(lines):
         j, raw = i, lines[i].raw
-        while _fills(lines[j], width, blanks) and _goes_on(lines, j):
-            j += 1
-            raw = raw.ljust((j - i) * width)  # a row cut inside a run of blanks (a bar's padding) keeps them
+        while goes_on(j):
+            raw = raw.ljust(len(raw) + lines[j].padded - len(lines[j].raw))  # a row cut inside a run of blanks (a
+            j += 1  # bar's padding) keeps them
             raw += lines[j].raw
-        if j == i:
-            out.append(lines[i])
-        elif leave(lines[i].text):
-            out.extend(lines[i:j + 1])
-        else:
+        if j > i and not leave(lines[i].text):
+            out = list(lines[:i]) if out is None else out
             rank, text = strip_prefixes(raw.rstrip())
             out.append(Line(lines[i].number, rank, text, raw, lines[j].number))
+        elif out is not None:
+            out.extend(lines[i:j + 1])
         i = j + 1
-    return out
+    return lines if out is None else out
