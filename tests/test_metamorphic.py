@@ -297,3 +297,44 @@ def test_a_prefixed_line_wrapped_at_a_space_then_padded_goes_on_in_its_rows():
     assert want.allocated_bytes and want.rank == 3
     padded = parse_text("".join(r + "  \n" for r in rows)).events[0]
     assert (padded.allocated_bytes, padded.reserved_bytes) == (want.allocated_bytes, want.reserved_bytes)
+
+
+def test_a_frame_header_cut_into_rows_is_a_frame_again():
+    text = ("Traceback (most recent call last):\n"
+            "  File \"train.py\", line 97, in train\n"
+            "    net = build_ssd('train', cfg['min_dim'], cfg['num_classes'])\n"
+            "  File \"/home/user/.local/lib/python3.6/site-packages/torch/nn/modules/conv.py\", line 330, in __init__\n"
+            "    False, _pair(0), groups, bias, padding_mode)\n"
+            "RuntimeError: CUDA error: out of memory\n")
+    want = _facts(text)
+    assert want[0][4] == "init"  # the frames say the model was being built
+    assert _facts(_wrapped(text, 80)) == want  # '  File ".../conv.py",' / ' line 330, in __init__'
+    rows = [ln.text for ln in ctx.join_cut_frames(_lines(_wrapped(text, 80).split("\n")))]
+    assert rows[3] == "  File \"/home/user/.local/lib/python3.6/site-packages/torch/nn/modules/conv.py\", line 330, in __init__"
+
+
+def test_a_trigger_cut_over_a_row_end_is_found():
+    text = ("** model inpainting could not be loaded: [enforce fail at ..\\c10\\core\\impl\\alloc_cpu.cpp:81] data. "
+            "DefaultCPUAllocator: not enough memory: you tried to allocate 13107200 bytes.\n")
+    cut = text.index("DefaultCPUAllocator") + len("DefaultCPUAllocat")
+    want = _facts(text)
+    assert want[0][:2] == ("host_oom", 13107200)
+    assert _facts(text[:cut] + "\n" + text[cut:]) == want  # no row holds "DefaultCPUAllocator" whole
+
+
+def test_a_bar_cut_in_two_is_one_bar_without_a_width_to_go_by():
+    text = ("train split exist frame num: 158081\n"
+            "100%|" + "#" * 130 + "| 158081/158081 [13:12<00:00, 199.36it/s]\n"
+            "sample: 158081\nKilled\n")
+    want = _facts(text)
+    assert want[0][4:] == ("train", 158081)
+    assert _facts(_wrapped(text, 120)) == want  # one full row: no terminal width is told
+
+
+def test_a_bar_that_opens_and_closes_with_a_table_edge_is_no_table_row_when_cut_in_its_blanks():
+    bar = "| epoch 001:   0%|" + " " * 70 + "| 0/820 [00:00<?, ?it/s]"
+    text = (f"{bar}\n" + "x" * 100 + "\n"
+            "THCudaCheck FAIL file=/home/user/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory\n")
+    want = _facts(text)
+    assert want[0][5] == 0
+    assert _facts(_wrapped(text, 80)) == want  # "| epoch 001:   0%|" and blanks to the width, then the rest
