@@ -132,7 +132,7 @@ def test_a_console_copy_padded_to_its_width_tells_the_width():
     rows = [f"step {k} loss 2.3{k}" for k in range(8)] + [frame[:120], frame[120:], "Traceback (most recent call last):"]
     lines = _lines([r.ljust(120) for r in rows])
     assert terminal_width(lines) == 120  # one cut row: a plain terminal copy would not tell
-    assert [ln.text for ln in unwrap(lines, lambda t: False)][8] == frame
+    assert [ln.text for ln in unwrap(lines, lambda t: False)[0]][8] == frame
     assert terminal_width(_lines(rows)) is None
 
 
@@ -169,7 +169,7 @@ def test_a_terminal_copy_is_unwrapped_but_fixed_format_lines_are_not():
     rows = [frame[:80], frame[80:], "Epoch 3: 100%|" + "#" * 66, "12/12 [00:03<00:00]", "done"]
     lines = _lines(rows)
     assert terminal_width(lines) == 80
-    joined = unwrap(lines, lambda t: False)
+    joined = unwrap(lines, lambda t: False)[0]
     assert [ln.text for ln in joined] == [frame, "Epoch 3: 100%|" + "#" * 66 + "12/12 [00:03<00:00]", "done"]
     assert (joined[0].number, joined[0].end) == (1, 2)
     bars = _lines(["[Epoch 10/250][Iter 2050/2068][lr 0.001000][Loss: obj 11.29 || cls 4.09 || time: 1.01]",
@@ -180,7 +180,7 @@ def test_a_terminal_copy_is_unwrapped_but_fixed_format_lines_are_not():
                   "| N/A   54C    P0   246W / 300W |  15514MiB / 16130MiB |    100%      Default |",
                   "+-------------------------------+----------------------+----------------------+",
                   "RuntimeError: CUDA error: out of memory"])
-    assert unwrap(smi, lambda t: False) == smi  # a table row is whole; an exception starts a record
+    assert unwrap(smi, lambda t: False)[0] == smi  # a table row is whole; an exception starts a record
 
 
 @pytest.mark.timeout(20)
@@ -338,3 +338,21 @@ def test_a_bar_that_opens_and_closes_with_a_table_edge_is_no_table_row_when_cut_
     want = _facts(text)
     assert want[0][5] == 0
     assert _facts(_wrapped(text, 80)) == want  # "| epoch 001:   0%|" and blanks to the width, then the rest
+
+
+IDE_LOG = ("发生异常: OutOfMemoryError       (note: full exception trace is shown but execution is paused at: "
+           "_run_module_as_main)\n" + CACHING_2_1[len("torch.OutOfMemoryError: "):] + "\n"
+           '  File "/usr/lib/python3.10/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 394, in __init__\n'
+           "    self.device).clone().float().detach()\n"
+           '  File "/usr/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1507, in _configure_zero_optimizer\n'
+           "    optimizer = DeepSpeedZeroOptimizer(\n")
+
+
+def test_a_message_under_a_narrower_trigger_line_takes_the_terminal_width():
+    want = _facts(IDE_LOG)
+    assert want[0][4] == "init"  # the IDE's frames after the message: the optimizer being built
+    assert _facts(_wrapped(IDE_LOG, 120)) == want  # the banner's row (114) is not the width the message was cut at
+
+
+def test_an_ide_banner_cut_into_rows_still_heads_its_frames():
+    assert _facts(_wrapped(IDE_LOG, 80)) == _facts(IDE_LOG)  # "发生异常: ... execution" / "is paused at: ...)"

@@ -12,7 +12,7 @@ import regex
 
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
-from oomdoctor.parse.normalize import JOURNAL_HEADER, Line
+from oomdoctor.parse.normalize import JOURNAL_HEADER, WRAP_MIN_WIDTH, Line
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
@@ -722,11 +722,20 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
 IDE_EXCEPTION_BANNER = lazy(r"^\s{0,4}(?:Exception has occurred|发生异常): \w")
 
 
+def _rows_before(lines: Sequence[Line], idx: int) -> list[Line]:
+    """The line right before lines[idx], and the row before that when a terminal may have cut the two from one line
+    (wide enough, the physical line right before): the line before is one of them."""
+    out = [lines[idx - 1]] if idx > 0 else []
+    if idx > 1 and len(lines[idx - 2].raw) >= WRAP_MIN_WIDTH and lines[idx - 2].end + 1 == lines[idx - 1].number:
+        out.append(lines[idx - 2])
+    return out
+
+
 def frames_after_ide_banner(lines: Sequence[Line], idx: int, end: int, rank: int | None,
                             limit: int = 200) -> list[tuple[str, Line]]:
     """The frames an IDE's exception view lists after the message on lines[idx..end], when the line before the
     message is its banner; innermost last, like frames_before, each frame followed by the calls in its code line."""
-    if idx == 0 or not IDE_EXCEPTION_BANNER.match(lines[idx - 1].text):
+    if not any(IDE_EXCEPTION_BANNER.match(ln.text) for ln in _rows_before(lines, idx)):
         return []
     stack: list[list[tuple[str, Line]]] = []
     for i in range(end + 1, min(len(lines), end + 1 + limit)):

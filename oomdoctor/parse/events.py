@@ -86,17 +86,19 @@ class _Hit:
         return self.c.kind
 
 
-def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[int]]:
+def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = None) -> tuple[str, int, list[int]]:
     """The message starting at lines[i] with its wrapped or continued lines rejoined.
 
     mode "auto" joins a line that fills the terminal's width (or ends in a space) to the next without a
     space (a hard wrap may split a word), "space" always joins with a space, "tight" never adds one, "rows" joins
     only what "auto" reads as wrapped (the one line the program printed, whatever follows it).
-    Returns the text, the index of the last line used, and the text offset where each line starts.
+    `terminal`: the width the log was hard-wrapped at, when it tells one (see normalize.unwrap); a trigger row
+    narrower than it was not cut. Returns the text, the index of the last line used, and the text offset where each
+    line starts.
     """
     first = lines[i]
     text, offsets = first.text, [0]
-    width = len(first.raw)  # the terminal's, when the message was wrapped: its first row as wide as one can be
+    width = terminal or len(first.raw)  # else the message's first row wide enough to be a cut one
     j = i
     while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES:
         nxt = lines[j + 1]
@@ -202,7 +204,7 @@ def _cut_at_width(lines: Sequence[Line], i: int) -> bool:
     return i + 1 < len(lines) and len(lines[i].raw) >= WRAP_MIN_WIDTH and lines[i + 1].number == lines[i].end + 1
 
 
-def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
+def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None], terminal: int | None = None
                ) -> tuple[Classified | None, str, int, list[int]]:
     """The best reading of a message starting at lines[i]: (classified, text, last line index, line offsets).
 
@@ -215,14 +217,14 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
         if c is not None and c.fmt.single_line and not _cut_at_width(lines, i):
             return c, t, i, [0]
         if c is not None and c.fmt.single_line:  # the fuller message a hard wrap cut it from reads first
-            text, end, offsets = _assemble(lines, i, "auto")
+            text, end, offsets = _assemble(lines, i, "auto", terminal)
             c2 = classify(text)
             return (c2, text, end, offsets) if _full(c2) and c2 is not None and not c2.fmt.single_line else (c, t, i, [0])
     best: tuple[Classified | None, str, int, list[int]] | None = None
     if t in memo:  # the same one-line message again (a flood of identical lines): classify it once
         best = (memo[t], t, i, [0])
     for mode in ("auto", "space", "tight") if best is None else ():
-        text, end, offsets = _assemble(lines, i, mode)
+        text, end, offsets = _assemble(lines, i, mode, terminal)
         c = classify(text)
         if best is None or (_full(c) and not _full(best[0])):
             best = (c, text, end, offsets)
@@ -240,7 +242,7 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
         if _full(c2) or (c is None and c2 is not None):
             c, text, offsets = c2, sq, sq_offsets
     if c is None and end > i:  # the trigger's own line, with the rows a terminal may have cut it into, or alone
-        for line, line_end, line_offsets in (_assemble(lines, i, "rows") if _cut_at_width(lines, i) else (t, i, [0]),
+        for line, line_end, line_offsets in (_assemble(lines, i, "rows", terminal) if _cut_at_width(lines, i) else (t, i, [0]),
                                              (t, i, [0])):
             if (c := classify(line)) is not None:
                 text, end, offsets = line, line_end, line_offsets
@@ -327,8 +329,9 @@ def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
             and not prev.raw.endswith(" ") and not has_trigger(prev.text))
 
 
-def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
-    """Every OOM message in the lines, in order: where it starts and ends, its kind, its match."""
+def _find_hits(lines: Sequence[Line], terminal: int | None = None) -> Iterator[_Hit]:
+    """Every OOM message in the lines, in order: where it starts and ends, its kind, its match (`terminal`: the width
+    the log was hard-wrapped at, when it tells one)."""
     memo: dict[str, Classified | None] = {}
     nxt = _NextMessage(lines)
     i = 0
@@ -340,9 +343,9 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
-        c, text, end, offsets = _recognise(lines, i, memo)
+        c, text, end, offsets = _recognise(lines, i, memo, terminal)
         if not _full(c) and _wrapped_into(lines, i):  # the message's head is on the line a hard wrap cut it from
-            head = _recognise(lines, i - 1, memo)
+            head = _recognise(lines, i - 1, memo, terminal)
             if head[0] is not None and (c is None or _full(head[0])):
                 (c, text, end, offsets), i = head, i - 1
         if c is None or (code_like and not c.full) or _superseded(lines, i, c, nxt):
@@ -368,12 +371,13 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
-    lines = ctx.with_ray_ranks(ctx.join_cut_frames(unwrap(lines, has_trigger)))
+    lines, terminal = unwrap(lines, has_trigger)
+    lines = ctx.with_ray_ranks(ctx.join_cut_frames(lines))
     # The source's text in one string: a pass that reads only lines holding some literal is skipped, one search over
     # it, when the source holds none of them (no line can), instead of testing every line.
     whole = "\n".join([ln.text for ln in lines])
     root_rank = _root_cause_rank(lines, source) if P.ROOT_CAUSE_TEXT in whole else None
-    hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
+    hits = _find_hits(lines, terminal)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)
     reader = _EventReader(lines, source, root_rank, ctx.Markers(lines, whole) if first_hit else ctx.Markers(()))
     events: list[OOMEvent] = []

@@ -219,12 +219,12 @@ def _bar_cut_at(lines: Sequence[Line], k: int) -> bool:
             and lines[k + 1].number == lines[k].end + 1 and _BAR_REST.match(lines[k + 1].raw) is not None)
 
 
-def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line]:
+def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> tuple[Sequence[Line], int | None]:
     """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
     the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
     cut there. A line holding what `leave` looks for (an OOM message's trigger) is left with the rows after it for
     the message reader, which tries each way of rejoining them. Where no width can be told, only a progress bar cut in
-    two is joined (see _bar_cut_at)."""
+    two is joined (see _bar_cut_at). Returns the lines and the terminal's width (None: not told)."""
     width = terminal_width(lines)
     if width is None:
         goes_on: Callable[[int], bool] = functools.partial(_bar_cut_at, lines)
@@ -246,4 +246,4 @@ def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line
         elif out is not None:
             out.extend(lines[i:j + 1])
         i = j + 1
-    return lines if out is None else out
+    return (lines if out is None else out), width
