@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -227,7 +226,10 @@ def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> tuple[Sequenc
     two is joined (see _bar_cut_at). Returns the lines and the terminal's width (None: not told)."""
     width = terminal_width(lines)
     if width is None:
-        goes_on: Callable[[int], bool] = functools.partial(_bar_cut_at, lines)
+        bars = {k for k, ln in enumerate(lines) if "%|" in ln.raw and len(ln.raw) >= WRAP_MIN_WIDTH}
+        if not bars:
+            return lines, None
+        goes_on: Callable[[int], bool] = lambda j: j in bars and _bar_cut_at(lines, j)  # noqa: E731
     else:
         blanks = not _console_copy(lines, width) and _cut_in_blanks(lines, width)
         goes_on = lambda j: _fills(lines[j], width, blanks) and _goes_on(lines, j)  # noqa: E731
