@@ -356,3 +356,24 @@ def test_a_message_under_a_narrower_trigger_line_takes_the_terminal_width():
 
 def test_an_ide_banner_cut_into_rows_still_heads_its_frames():
     assert _facts(_wrapped(IDE_LOG, 80)) == _facts(IDE_LOG)  # "发生异常: ... execution" / "is paused at: ...)"
+
+
+def test_a_bar_cut_in_its_blanks_is_joined_in_a_console_copy_too():
+    bar = "Epoch 1:  15%|" + "#" * 16 + " " * 100 + "| 347/2300 [08:11<51:33,  1.58s/it]"
+    text = ("".join(f"loaded shard {k} of 8\n" for k in range(8)) + bar + "\n"
+            + "RuntimeError: CUDA out of memory. Tried to allocate 268.00 MiB (GPU 0; 31.75 GiB total capacity; 29.89 "
+              "GiB already allocated; 11.50 MiB free; 30.27 GiB reserved in total by PyTorch)\n")
+    want = _facts(text)
+    assert want[0][4:] == ("train", 2300 + 347)  # the second epoch's 347th step
+    assert _facts(M._console(120)(text)) == want  # every row padded: only the bar's own shape tells its cut
+
+
+def test_a_console_row_that_lost_a_wrap_space_in_its_padding_goes_on_in_the_next_line():
+    msg = OOM + (" Including non-PyTorch memory, this process has 79.25 GiB memory in use. Of the allocated memory "
+                 "73.91 GiB is allocated by PyTorch, and 2.41 GiB is reserved by PyTorch but unallocated.")
+    cut = msg.index("79.25")  # the program's own rows: "... process has " / "79.25 GiB ..."; the console cuts the first
+    text = "".join(f"loaded shard {k} of 8\n" for k in range(8)) + "[rank3]: " + msg[:cut] + "\n" + msg[cut:] + "\n"
+    want = parse_text(text).events[0]
+    assert want.allocated_bytes and want.rank == 3
+    got = parse_text(M._console(120)(text)).events[0]
+    assert (got.allocated_bytes, got.reserved_bytes, got.rank) == (want.allocated_bytes, want.reserved_bytes, 3)

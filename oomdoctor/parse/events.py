@@ -126,7 +126,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
             offsets.append(len(text))
             text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
         elif mode != "rows" and not _NEW_RECORD.match(nxt.text) and (
-                nxt.rank == first.rank or (mode == "space" and nxt.rank is None and lines[j].padded)):
+                nxt.rank == first.rank or (nxt.rank is None and lines[j].padded)):
             # (a row that ended in blanks, a wrap at a space an editor padded, goes on without the launcher's prefix)
             text += " "
             offsets.append(len(text))

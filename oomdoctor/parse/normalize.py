@@ -210,12 +210,14 @@ _BAR_REST = lazy(r"^[^|]{0,200}\|\s{0,4}\d{1,20}/\d{1,20}")
 
 
 def _bar_cut_at(lines: Sequence[Line], k: int) -> bool:
-    """Whether lines[k] is a progress bar a terminal cut (however wide it was): a row wide enough to be one that opens
-    a bar ("100%|####...") without closing it, and the next row closes it."""
+    """Whether lines[k] is a progress bar a terminal cut (however wide it was, whatever pads its rows): a row wide
+    enough to be one, with its padding, that opens a bar ("100%|####...") without closing it, and the next row closes
+    it."""
     raw = lines[k].raw
     bar = raw.rfind("%|")
-    return (bar != -1 and len(raw) >= WRAP_MIN_WIDTH and "|" not in raw[bar + 2:] and k + 1 < len(lines)
-            and lines[k + 1].number == lines[k].end + 1 and _BAR_REST.match(lines[k + 1].raw) is not None)
+    return (bar != -1 and max(len(raw), lines[k].padded) >= WRAP_MIN_WIDTH and "|" not in raw[bar + 2:]
+            and k + 1 < len(lines) and lines[k + 1].number == lines[k].end + 1
+            and _BAR_REST.match(lines[k + 1].raw) is not None)
 
 
 def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> tuple[Sequence[Line], int | None]:
@@ -225,14 +227,14 @@ def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> tuple[Sequenc
     the message reader, which tries each way of rejoining them. Where no width can be told, only a progress bar cut in
     two is joined (see _bar_cut_at). Returns the lines and the terminal's width (None: not told)."""
     width = terminal_width(lines)
+    bars = {k for k, ln in enumerate(lines) if "%|" in ln.raw and _bar_cut_at(lines, k)}
     if width is None:
-        bars = {k for k, ln in enumerate(lines) if "%|" in ln.raw and len(ln.raw) >= WRAP_MIN_WIDTH}
         if not bars:
             return lines, None
-        goes_on: Callable[[int], bool] = lambda j: j in bars and _bar_cut_at(lines, j)  # noqa: E731
+        goes_on: Callable[[int], bool] = bars.__contains__
     else:
         blanks = not _console_copy(lines, width) and _cut_in_blanks(lines, width)
-        goes_on = lambda j: _fills(lines[j], width, blanks) and _goes_on(lines, j)  # noqa: E731
+        goes_on = lambda j: j in bars or (_fills(lines[j], width, blanks) and _goes_on(lines, j))  # noqa: E731
     out: list[Line] | None = None
     i = 0
     while i < len(lines):
