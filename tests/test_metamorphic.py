@@ -229,6 +229,7 @@ def test_a_bar_row_cut_inside_its_blanks_is_joined_back():
     want = _facts(text)
     assert want[0][4:] == ("train", 0)
     assert _facts(_wrapped(text, 120)) == want  # the bar's first row ends in blanks the copy kept to the width
+    assert _facts(_wrapped(text, 80)) == want  # and at 80 its second row is all blanks: an empty line, dropped
 
 
 def test_a_complete_message_takes_the_rest_of_its_last_cut_row():

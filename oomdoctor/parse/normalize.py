@@ -206,17 +206,18 @@ def _fills(line: Line, width: int, blanks: bool) -> bool:
 
 
 # The rest of a progress bar a terminal cut: its last cells, then "| n/total" ("###| 158081/158081 [13:12<00:00]").
+BAR_BLANK_ROWS = 2  # rows a bar's padding can fill whole (a 200-column bar on an 80-column terminal)
 _BAR_REST = lazy(r"^[^|]{0,200}\|\s{0,4}\d{1,20}/\d{1,20}")
 
 
 def _bar_cut_at(lines: Sequence[Line], k: int) -> bool:
     """Whether lines[k] is a progress bar a terminal cut (however wide it was, whatever pads its rows): a row wide
     enough to be one, with its padding, that opens a bar ("100%|####...") without closing it, and the next row closes
-    it."""
+    it (after at most BAR_BLANK_ROWS rows of its blanks, which were dropped as empty lines)."""
     raw = lines[k].raw
     bar = raw.rfind("%|")
     return (bar != -1 and max(len(raw), lines[k].padded) >= WRAP_MIN_WIDTH and "|" not in raw[bar + 2:]
-            and k + 1 < len(lines) and lines[k + 1].number == lines[k].end + 1
+            and k + 1 < len(lines) and 0 < lines[k + 1].number - lines[k].end <= BAR_BLANK_ROWS + 1
             and _BAR_REST.match(lines[k + 1].raw) is not None)
 
 
