@@ -378,3 +378,26 @@ def test_a_console_row_that_lost_a_wrap_space_in_its_padding_goes_on_in_the_next
     assert want.allocated_bytes and want.rank == 3
     got = parse_text(M._console(120)(text)).events[0]
     assert (got.allocated_bytes, got.reserved_bytes, got.rank) == (want.allocated_bytes, want.reserved_bytes, 3)
+
+
+def test_a_line_the_program_wrapped_and_a_terminal_cut_again_keeps_the_programs_width():
+    text = ("".join(f"INFO:root:Epoch[0] Batch [{k}] Speed: 0.33 samples/sec Train-RCNNAcc=0.793918, RCNNLogLoss=0.64,   "
+                    f"RCNNL1Loss=1.508526,\nMaskACC=0.913339,       MaskLogLoss=0.151808,\n" for k in (2240, 2260))
+            + "terminate called after throwing an instance of 'dmlc::Error'\n"
+            "  what():  [10:44:35] src/engine/./threaded_engine.h:359: [10:44:35] src/storage/./pooled_storage_manager"
+            ".h:107: cudaMalloc fail\ned: out of memory\n")  # the program's own cut: "cudaMalloc fail" / "ed: ..."
+    want = _facts(text)
+    assert [k for k, *_ in want] == ["cuda_error"]
+    assert _facts(_wrapped(text, 120)) == want  # the terminal cut the 128-column line again at 120
+
+
+def test_a_complete_message_does_not_take_the_prefixed_frame_after_it():
+    text = ("Exception has occurred: OutOfMemoryError\n"
+            "CUDA out of memory. Tried to allocate 16.00 MiB (GPU 0; 4.00 GiB total capacity; 3.46 GiB already allocated; "
+            "0 bytes free; 3.47 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting "
+            "max_split_size_mb to avoid fragmentation.\n"
+            '  File "C:\\\\Users\\\\user\\\\tts\\\\audio_test.py", line 8, in <module>\n'
+            "    wav = generate_audio(text)\n")
+    want = _facts(text)
+    assert want[0][4] == "generate"
+    assert _facts(M.TRANSFORMS["docker-compose"][0](text)) == want  # one row, as wide as itself: no cut is told

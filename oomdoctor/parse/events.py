@@ -98,7 +98,8 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
     """
     first = lines[i]
     text, offsets = first.text, [0]
-    width = terminal or len(first.raw)  # else the message's first row wide enough to be a cut one
+    width = max(len(first.raw), terminal or 0)  # else the message's first row wide enough to be a cut one (a line
+    # unwrap joined is wider than the terminal: the program's own wrap, its width)
     j = i
     while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES:
         nxt = lines[j + 1]
@@ -107,8 +108,10 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
         prev_raw = lines[j].raw
         width = width if width >= WRAP_MIN_WIDTH else len(prev_raw)
         cut = len(prev_raw) == width >= WRAP_MIN_WIDTH and not _TRACEBACK_START.match(nxt.text)
-        if _COMPLETE.search(text):  # the message is read; the rest of a row a terminal cut goes with it
-            if not (cut and j > i and len(nxt.raw) <= width and not _NEW_RECORD.match(nxt.raw)):
+        if _COMPLETE.search(text):  # the message is read; the rest of a row a terminal cut goes with it (a cut
+            # told by the row before, as wide: the width of one row alone may be the line's own)
+            if not (cut and j > i and len(lines[j - 1].raw) == width and len(nxt.raw) <= width
+                    and not _NEW_RECORD.match(nxt.text)):
                 break
             offsets.append(len(text))
             text += nxt.raw
