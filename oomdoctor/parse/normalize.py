@@ -205,8 +205,8 @@ def _fills(line: Line, width: int, blanks: bool) -> bool:
     return len(line.raw) == width or (blanks and line.padded == width)
 
 
-# The rest of a progress bar a terminal cut: its last cells, then "| n/total" ("###| 158081/158081 [13:12<00:00]").
 BAR_BLANK_ROWS = 2  # rows a bar's padding can fill whole (a 200-column bar on an 80-column terminal)
+# The rest of a progress bar a terminal cut: its last cells, then "| n/total" ("###| 158081/158081 [13:12<00:00]").
 _BAR_REST = lazy(r"^[^|]{0,200}\|\s{0,4}\d{1,20}/\d{1,20}")
 
 
