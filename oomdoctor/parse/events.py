@@ -313,10 +313,10 @@ def has_trigger(text: str) -> bool:
 _SEAM_CHARS = max(map(len, P.TRIGGERS)) - 1  # the most of a trigger one side of a row's end can hold
 
 
-def _trigger_across(lines: Sequence[Line], i: int, widest: int) -> bool:
-    """Whether a trigger lies across the seam between lines[i] and the row before it, a row a terminal may have cut:
-    as wide as the widest row, and wide enough ("... DefaultCPUAllocat" / "or: not enough memory ...")."""
-    if i == 0 or len(lines[i - 1].raw) != widest or widest < WRAP_MIN_WIDTH or lines[i - 1].end != lines[i].number - 1:
+def _trigger_across(lines: Sequence[Line], i: int) -> bool:
+    """Whether a trigger lies across the seam between lines[i] and the row before it, a row a terminal may have cut
+    (the caller asks only past a row as wide as the widest: "... DefaultCPUAllocat" / "or: not enough memory ...")."""
+    if len(lines[i - 1].raw) < WRAP_MIN_WIDTH or lines[i - 1].end != lines[i].number - 1:
         return False
     return has_trigger(lines[i - 1].raw[-_SEAM_CHARS:] + lines[i].raw[:_SEAM_CHARS])
 
@@ -341,7 +341,8 @@ def _find_hits(lines: Sequence[Line], terminal: int | None = None) -> Iterator[_
     i = 0
     while i < len(lines):
         t, trigger = lines[i].text, i
-        if not (has_trigger(t) or _trigger_across(lines, i, widest)) or ctx.FRAME.match(t):
+        if not (has_trigger(t) or (i and len(lines[i - 1].raw) == widest and _trigger_across(lines, i))) \
+                or ctx.FRAME.match(t):
             i += 1
             continue
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it

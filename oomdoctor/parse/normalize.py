@@ -158,8 +158,9 @@ def terminal_width(lines: Sequence[Line]) -> int | None:
         return None
     if _console_copy(lines, width):
         return width
-    blanks = width if _cut_in_blanks(lines, width) else -1
-    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width or ln.padded == blanks]
+    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width or ln.padded == width]
+    if any(lines[k].padded == width for k in full) and not _cut_in_blanks(lines, width):
+        full = [k for k in full if len(lines[k].raw) == width]
     go_on = sum(1 for k in full if _goes_on(lines, k))
     return width if len({lines[k].raw for k in full}) >= 2 and 2 * go_on > len(full) else None
 
@@ -228,7 +229,8 @@ def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> tuple[Sequenc
     the message reader, which tries each way of rejoining them. Where no width can be told, only a progress bar cut in
     two is joined (see _bar_cut_at). Returns the lines and the terminal's width (None: not told)."""
     width = terminal_width(lines)
-    bars = {k for k, ln in enumerate(lines) if "%|" in ln.raw and _bar_cut_at(lines, k)}
+    bars = {k for k, ln in enumerate(lines)  # a row whose last "|" opens a bar (no call for most rows)
+            if "%|" in (raw := ln.raw) and raw.rfind("|") == raw.rfind("%|") + 1 and _bar_cut_at(lines, k)}
     if width is None:
         if not bars:
             return lines, None
