@@ -148,12 +148,16 @@ RANK_TRANSFORMS = ("rank-torchrun", "rank-tee", "rank-srun")
 SCREENED = ("wrap-80", "wrap-120", "win-console-120")
 # Where a transform cannot be invariant, and why (printed under the table).
 LIMITS = {
-    "wrap-80": "a line printed exactly as wide as the terminal cannot be told from one it cut, nor a row cut inside a "
-               "run of blanks (a bar's padding) from a padded line; a wrapped OOM message's rows are left to the message "
-               "reader (it tries each way of rejoining them, as word wraps need); the rest is listed with -v, not fixed",
+    "wrap-80": "a line printed exactly as wide as the terminal cannot be told from one it cut (one such row in a log "
+               "tells no width); a wrapped OOM message's rows are left to the message reader (it tries each way of "
+               "rejoining them, as word wraps need); a figure read on a message's cut row is dated by that row, not "
+               "the message's first line (a sample glued to the message counts as memory shown only when on it); a "
+               "record the log glued onto a line's trailing blanks shows on a row of its own, and reads better so",
     "wrap-120": "as wrap-80",
-    "win-console-120": "as wrap-120 and trailing-spaces (its padding tells the width, not which full rows were cut)",
-    "trailing-spaces": "a line a terminal wrapped at a space and an editor then padded cannot be told from a padded one",
+    "win-console-120": "as wrap-120 and trailing-spaces (its padding tells the width, not which full rows were cut: "
+                       "only a bar's own shape, '%|' open then '| n/total', tells a row cut in its blanks)",
+    "trailing-spaces": "a line a terminal wrapped at a space and an editor then padded cannot be told from a padded one "
+                       "(a prefixed line's rest, unprefixed, is still read as its rest)",
 }
 
 

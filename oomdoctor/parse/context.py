@@ -12,7 +12,7 @@ import regex
 
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
-from oomdoctor.parse.normalize import JOURNAL_HEADER, Line
+from oomdoctor.parse.normalize import JOURNAL_HEADER, WRAP_MIN_WIDTH, Line
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
@@ -832,11 +832,20 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
 IDE_EXCEPTION_BANNER = lazy(r"^\s{0,4}(?:Exception has occurred|发生异常): \w")
 
 
+def _rows_before(lines: Sequence[Line], idx: int) -> list[Line]:
+    """The line right before lines[idx], and the row before that when a terminal may have cut the two from one line
+    (wide enough, the physical line right before): the line before is one of them."""
+    out = [lines[idx - 1]] if idx > 0 else []
+    if idx > 1 and len(lines[idx - 2].raw) >= WRAP_MIN_WIDTH and lines[idx - 2].end + 1 == lines[idx - 1].number:
+        out.append(lines[idx - 2])
+    return out
+
+
 def frames_after_ide_banner(lines: Sequence[Line], idx: int, end: int, rank: int | None,
                             limit: int = 200) -> list[tuple[str, Line]]:
     """The frames an IDE's exception view lists after the message on lines[idx..end], when the line before the
     message is its banner; innermost last, like frames_before, each frame followed by the calls in its code line."""
-    if idx == 0 or not IDE_EXCEPTION_BANNER.match(lines[idx - 1].text):
+    if not any(IDE_EXCEPTION_BANNER.match(ln.text) for ln in _rows_before(lines, idx)):
         return []
     stack: list[list[tuple[str, Line]]] = []
     for i in range(end + 1, min(len(lines), end + 1 + limit)):
@@ -1819,6 +1828,36 @@ RAY_RANK_OF_PID = lazy(r"\bpid=(?P<pid>\d{1,10})\) world_rank=(?P<rank>\d{1,6})\
 # across cluster]" came before a failure that is printed above it.
 RAY_DEDUP = lazy(r"\[repeated \d{1,9}x across cluster\]")
 RAY_DEDUP_AFTER_LINES = 40
+
+
+FRAME_ROWS = 3  # a CPython frame header a terminal cut goes on over at most this many rows
+
+
+def join_cut_frames(lines: Sequence[Line]) -> Sequence[Line]:
+    """CPython frame headers a terminal cut into rows (`File ".../conv.py",` / ` line 330, in __init__`) joined back:
+    a row that starts one but is no FRAME, when it is one with the physical rows right after it."""
+    out: list[Line] | None = None
+    k = 0
+    while k < len(lines):
+        ln, j = lines[k], k
+        if 'File "' in ln.text and ln.text.lstrip().startswith('File "') and not FRAME.match(ln.text):
+            text = ln.text
+            while j + 1 < len(lines) and j - k + 1 < FRAME_ROWS and lines[j + 1].number == lines[j].end + 1:
+                text += lines[j].raw[len(lines[j].raw.rstrip()):] + lines[j + 1].raw  # a cut at a space keeps it
+                j += 1
+                if FRAME.match(text):
+                    break
+            else:
+                j = k
+            if j > k:
+                out = list(lines[:k]) if out is None else out
+                out.append(ln._replace(text=text, raw="".join(r.raw for r in lines[k:j + 1]), last=lines[j].end))
+                k = j + 1
+                continue
+        if out is not None:
+            out.append(ln)
+        k += 1
+    return lines if out is None else out
 
 
 def with_ray_ranks(lines: Sequence[Line]) -> Sequence[Line]:

@@ -57,7 +57,8 @@ _COMPLETE = lazy(
 )
 # A continuation that starts a new labelled figure ("Currently allocated     : 9.43 GiB") is a new line of the
 # message, not the rest of a hard-wrapped one.
-_LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s")
+_LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a row cut mid-word ("CUD" / "A error: out of
+# memory") is no label: every label of the message is followed by its figure
 _NEW_RECORD = lazy(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
 )
@@ -85,34 +86,51 @@ class _Hit:
         return self.c.kind
 
 
-def _assemble(lines: Sequence[Line], i: int, mode: str) -> tuple[str, int, list[int]]:
+def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = None) -> tuple[str, int, list[int]]:
     """The message starting at lines[i] with its wrapped or continued lines rejoined.
 
     mode "auto" joins a line that fills the terminal's width (or ends in a space) to the next without a
-    space (a hard wrap may split a word), "space" always joins with a space, "tight" never adds one.
-    Returns the text, the index of the last line used, and the text offset where each line starts.
+    space (a hard wrap may split a word), "space" always joins with a space, "tight" never adds one, "rows" joins
+    only what "auto" reads as wrapped (the one line the program printed, whatever follows it).
+    `terminal`: the width the log was hard-wrapped at, when it tells one (see normalize.unwrap); a trigger row
+    narrower than it was not cut. Returns the text, the index of the last line used, and the text offset where each
+    line starts.
     """
     first = lines[i]
     text, offsets = first.text, [0]
-    width = len(first.raw)
+    width = max(len(first.raw), terminal or 0)  # else the message's first row wide enough to be a cut one (a line
+    # unwrap joined is wider than the terminal: the program's own wrap, its width)
     j = i
-    while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES and not _COMPLETE.search(text):
+    while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES:
         nxt = lines[j + 1]
         if nxt.number != lines[j].end + 1 or not nxt.text.strip():
             break
         prev_raw = lines[j].raw
-        wrapped = prev_raw.endswith(" ") or (len(prev_raw) == width >= WRAP_MIN_WIDTH and (j > i or len(nxt.raw) <= width)
-                                             and not _LABEL_LINE.match(nxt.text) and not _TRACEBACK_START.match(nxt.text))
+        width = width if width >= WRAP_MIN_WIDTH else len(prev_raw)
+        cut = len(prev_raw) == width >= WRAP_MIN_WIDTH and not _TRACEBACK_START.match(nxt.text)
+        if _COMPLETE.search(text):  # the message is read; the rest of a row a terminal cut goes with it (a cut
+            # told by the row before, as wide: the width of one row alone may be the line's own)
+            if not (cut and j > i and len(lines[j - 1].raw) == width and len(nxt.raw) <= width
+                    and not _NEW_RECORD.match(nxt.text)):
+                break
+            offsets.append(len(text))
+            text += nxt.raw
+            j += 1
+            continue
+        wrapped = prev_raw.endswith(" ") or (cut and (j > i or len(nxt.raw) <= width) and not _LABEL_LINE.match(nxt.text)
+                                             and not _NEW_RECORD.match(nxt.text))
         if text.endswith("\\"):  # a continuation backslash: the line (even a word) goes on in the next one
             text = text[:-1]
             offsets.append(len(text))
             text += nxt.text.lstrip()
-        elif mode == "tight" or (mode == "auto" and wrapped):
+        elif mode == "tight" or (mode in ("auto", "rows") and wrapped):
             if prev_raw.endswith(" ") and not text.endswith(" "):
                 text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB"
             offsets.append(len(text))
             text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
-        elif nxt.rank == first.rank and not _NEW_RECORD.match(nxt.text):
+        elif mode != "rows" and not _NEW_RECORD.match(nxt.text) and (
+                nxt.rank == first.rank or (nxt.rank is None and lines[j].padded)):
+            # (a row that ended in blanks, a wrap at a space an editor padded, goes on without the launcher's prefix)
             text += " "
             offsets.append(len(text))
             text += nxt.text.strip()
@@ -184,7 +202,12 @@ def _full(c: Classified | None) -> bool:
     return c is not None and c.full
 
 
-def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
+def _cut_at_width(lines: Sequence[Line], i: int) -> bool:
+    """Whether lines[i] may be a row a terminal cut: wide enough to be one, the next physical line right after it."""
+    return i + 1 < len(lines) and len(lines[i].raw) >= WRAP_MIN_WIDTH and lines[i + 1].number == lines[i].end + 1
+
+
+def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None], terminal: int | None = None
                ) -> tuple[Classified | None, str, int, list[int]]:
     """The best reading of a message starting at lines[i]: (classified, text, last line index, line offsets).
 
@@ -194,13 +217,17 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     t = lines[i].text
     if any(f.admits(t) for f in _SINGLE_LINE_FORMATS):  # a one-line form (notebook header, worker exit) is never joined
         c = classify(t)
-        if c is not None and c.fmt.single_line:
+        if c is not None and c.fmt.single_line and not _cut_at_width(lines, i):
             return c, t, i, [0]
+        if c is not None and c.fmt.single_line:  # the fuller message a hard wrap cut it from reads first
+            text, end, offsets = _assemble(lines, i, "auto", terminal)
+            c2 = classify(text)
+            return (c2, text, end, offsets) if _full(c2) and c2 is not None and not c2.fmt.single_line else (c, t, i, [0])
     best: tuple[Classified | None, str, int, list[int]] | None = None
     if t in memo:  # the same one-line message again (a flood of identical lines): classify it once
         best = (memo[t], t, i, [0])
     for mode in ("auto", "space", "tight") if best is None else ():
-        text, end, offsets = _assemble(lines, i, mode)
+        text, end, offsets = _assemble(lines, i, mode, terminal)
         c = classify(text)
         if best is None or (_full(c) and not _full(best[0])):
             best = (c, text, end, offsets)
@@ -217,9 +244,12 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
         c2 = classify(sq)
         if _full(c2) or (c is None and c2 is not None):
             c, text, offsets = c2, sq, sq_offsets
-    if c is None and end > i:
-        c = classify(t)
-        text, end, offsets = (t, i, [0]) if c else (text, end, offsets)
+    if c is None and end > i:  # the trigger's own line, with the rows a terminal may have cut it into, or alone
+        for line, line_end, line_offsets in (_assemble(lines, i, "rows", terminal) if _cut_at_width(lines, i) else (t, i, [0]),
+                                             (t, i, [0])):
+            if (c := classify(line)) is not None:
+                text, end, offsets = line, line_end, line_offsets
+                break
     if c is None and _LOWERED.search(text):  # pasted all in lower case: read it in PyTorch's case, same length
         c = classify(_RECASE.sub(lambda m: _CANONICAL[m.group().lower()], text))
     return c, text, end, offsets
@@ -280,6 +310,17 @@ def has_trigger(text: str) -> bool:
 
 
 
+_SEAM_CHARS = max(map(len, P.TRIGGERS)) - 1  # the most of a trigger one side of a row's end can hold
+
+
+def _trigger_across(lines: Sequence[Line], i: int) -> bool:
+    """Whether a trigger lies across the seam between lines[i] and the row before it, a row a terminal may have cut
+    (the caller asks only past a row as wide as the widest: "... DefaultCPUAllocat" / "or: not enough memory ...")."""
+    if len(lines[i - 1].raw) < WRAP_MIN_WIDTH or lines[i - 1].end != lines[i].number - 1:
+        return False
+    return has_trigger(lines[i - 1].raw[-_SEAM_CHARS:] + lines[i].raw[:_SEAM_CHARS])
+
+
 def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     """lines[i] may be the tail of the line before it, cut by a hard wrap mid-word ("...: cudaMalloc fail" /
     "ed: out of memory"): that line comes right before it, fills at least WRAP_MIN_WIDTH columns without a
@@ -291,23 +332,27 @@ def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
             and not prev.raw.endswith(" ") and not has_trigger(prev.text))
 
 
-def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
-    """Every OOM message in the lines, in order: where it starts and ends, its kind, its match."""
+def _find_hits(lines: Sequence[Line], terminal: int | None = None) -> Iterator[_Hit]:
+    """Every OOM message in the lines, in order: where it starts and ends, its kind, its match (`terminal`: the width
+    the log was hard-wrapped at, when it tells one)."""
     memo: dict[str, Classified | None] = {}
     nxt = _NextMessage(lines)
+    widest = terminal or max((len(ln.raw) for ln in lines), default=0)  # where a terminal cut rows, if anywhere
     i = 0
     while i < len(lines):
         t, trigger = lines[i].text, i
-        if not has_trigger(t) or ctx.FRAME.match(t):
+        if not (has_trigger(t) or (i and len(lines[i - 1].raw) == widest and _trigger_across(lines, i))) \
+                or ctx.FRAME.match(t):
             i += 1
             continue
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
-        c, text, end, offsets = _recognise(lines, i, memo)
-        if c is None and _wrapped_into(lines, i):  # the message's head is on the line a hard wrap cut it from
-            c, text, end, offsets = _recognise(lines, i - 1, memo)
-            i = i - 1 if c is not None else i
+        c, text, end, offsets = _recognise(lines, i, memo, terminal)
+        if not _full(c) and _wrapped_into(lines, i):  # the message's head is on the line a hard wrap cut it from
+            head = _recognise(lines, i - 1, memo, terminal)
+            if head[0] is not None and (c is None or _full(head[0])):
+                (c, text, end, offsets), i = head, i - 1
         if c is None or (code_like and not c.full) or _superseded(lines, i, c, nxt):
             i += 1
             continue
@@ -331,12 +376,13 @@ def _find_hits(lines: Sequence[Line]) -> Iterator[_Hit]:
 
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
-    lines = ctx.with_ray_ranks(unwrap(lines, has_trigger))
+    lines, terminal = unwrap(lines, has_trigger)
+    lines = ctx.with_ray_ranks(ctx.join_cut_frames(lines))
     # The source's text in one string: a pass that reads only lines holding some literal is skipped, one search over
     # it, when the source holds none of them (no line can), instead of testing every line.
     whole = "\n".join([ln.text for ln in lines])
     root_rank = _root_cause_rank(lines, source) if P.ROOT_CAUSE_TEXT in whole else None
-    hits = _find_hits(lines)  # a generator: hits are read one at a time, never all held
+    hits = _find_hits(lines, terminal)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)
     reader = _EventReader(lines, source, root_rank, ctx.Markers(lines, whole) if first_hit else ctx.Markers(()))
     events: list[OOMEvent] = []
@@ -434,7 +480,7 @@ def _merge_tf_op(events: list[OOMEvent], first: Line, f: dict, rank: int | None,
 def _merge_host_kill(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit, rank: int | None) -> bool:
     """A host kill reported by several lines of one torchelastic block is one kill: merge it into the last."""
     prev = events[-1] if events else None
-    block_rank = rank if rank is not None else _block_rank(lines, hit.idx)
+    block_rank = rank if rank is not None else _block_rank(lines, hit.idx, hit.end)
     if prev and prev.kind == "host_oom" and (prev.rank is None or block_rank is None or prev.rank == block_rank) \
             and lines[hit.idx].number - prev.end_line <= HOST_KILL_BLOCK_LINES:
         if prev.rank is None and block_rank is not None:  # the Root Cause block names the rank
@@ -533,7 +579,7 @@ class _EventReader:
             detail["eval_batches_done"], detail["eval_batches_total"] = bar[0], bar[1]
             evidence["eval_progress"] = ctx._ev(source, bar[2])
         if hit.kind == "host_oom" and rank is None:
-            rank = _block_rank(lines, hit.idx)
+            rank = _block_rank(lines, hit.idx, hit.end)
         if hit.kind == "nccl":
             detail["fatal"] = _nccl_fatal(lines, hit.end)
             for ln in lines[hit.end + 1 : hit.end + 5]:
@@ -690,9 +736,10 @@ def _root_cause_rank(lines: Sequence[Line], source: str) -> Value | None:
     return None
 
 
-def _block_rank(lines: Sequence[Line], idx: int) -> int | None:
-    """The `rank : N` line of the torchelastic failure block around a kill."""
-    for ln in lines[max(0, idx - 6) : idx + 6]:
+def _block_rank(lines: Sequence[Line], idx: int, end: int) -> int | None:
+    """The `rank : N` line of the torchelastic failure block around a kill (lines[idx:end + 1]; the rows a terminal
+    cut the kill's own line into are none: "... local_" / "rank: 2 (pid: 8530) ...")."""
+    for ln in chain(lines[max(0, idx - 6) : idx + 1], lines[end + 1 : end + 6]):
         m = P.ROOT_RANK.match(ln.text)
         if m:
             return int(m["rank"])

@@ -150,16 +150,32 @@ _TABLE_EDGES = ("|", "+")  # a table row (nvidia-smi's) starts and ends with one
 
 def terminal_width(lines: Sequence[Line]) -> int | None:
     """The width a terminal hard-wrapped the log at, when it looks copied from one: no line is longer than the
-    longest (at least WRAP_MIN_WIDTH columns), at least two different lines fill it exactly, and most of those go on
-    in a row that can be their rest (a log whose widest lines are records of one fixed format is not wrapped)."""
+    longest (at least WRAP_MIN_WIDTH columns), at least two different lines fill it exactly (or with the blanks it
+    cut them in), and most of those go on in a row that can be their rest (a log whose widest lines are records of
+    one fixed format is not wrapped)."""
     width = max((len(ln.raw) for ln in lines), default=0)
     if width < WRAP_MIN_WIDTH:
         return None
     if _console_copy(lines, width):
         return width
-    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width]
+    full = [k for k, ln in enumerate(lines) if len(ln.raw) == width or ln.padded == width]
+    if any(lines[k].padded == width for k in full) and not _cut_in_blanks(lines, width):
+        full = [k for k in full if len(lines[k].raw) == width]
     go_on = sum(1 for k in full if _goes_on(lines, k))
     return width if len({lines[k].raw for k in full}) >= 2 and 2 * go_on > len(full) else None
+
+
+def _cut_in_blanks(lines: Sequence[Line], width: int) -> bool:
+    """Whether the rows padded to exactly the width are rows a terminal cut inside a run of blanks (a bar's padding):
+    a few of them, none padded past the width (an editor's or a markdown break's padding), not most of the rows that
+    do not fill it (a console pads them all)."""
+    padded = short = 0
+    for ln in lines:
+        if ln.padded > width:
+            return False
+        padded += ln.padded == width
+        short += len(ln.raw) < width
+    return 2 * padded < short
 
 
 CONSOLE_MIN_ROWS = 8  # a console copy shows at least this many rows, nearly all padded to its width
@@ -175,35 +191,66 @@ def _console_copy(lines: Sequence[Line], width: int) -> bool:
 
 def _goes_on(lines: Sequence[Line], k: int) -> bool:
     """Whether lines[k + 1] can be the rest of lines[k]: the next physical line, starting no record of its own and
-    not as lines[k] did (a record of the same kind)."""
+    not as lines[k] did (a record of the same kind); a table row is whole, unless it went on in blanks ("| epoch
+    001:   0%|" and a bar's padding, cut)."""
     if k + 1 >= len(lines):
         return False
     ln, nxt = lines[k], lines[k + 1]
     return (nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
-            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES)))
+            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES) and not ln.padded))
 
 
-def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> Sequence[Line]:
+def _fills(line: Line, width: int, blanks: bool) -> bool:
+    """Whether a row fills the terminal's width: its text does, or the blanks it ends in do where those are a cut
+    (see _cut_in_blanks; a console pads every row, so there only the text tells)."""
+    return len(line.raw) == width or (blanks and line.padded == width)
+
+
+BAR_BLANK_ROWS = 2  # rows a bar's padding can fill whole (a 200-column bar on an 80-column terminal)
+# The rest of a progress bar a terminal cut: its last cells, then "| n/total" ("###| 158081/158081 [13:12<00:00]").
+_BAR_REST = lazy(r"^[^|]{0,200}\|\s{0,4}\d{1,20}/\d{1,20}")
+
+
+def _bar_cut_at(lines: Sequence[Line], k: int) -> bool:
+    """Whether lines[k] is a progress bar a terminal cut (however wide it was, whatever pads its rows): a row wide
+    enough to be one, with its padding, that opens a bar ("100%|####...") without closing it, and the next row closes
+    it (after at most BAR_BLANK_ROWS rows of its blanks, which were dropped as empty lines)."""
+    raw = lines[k].raw
+    bar = raw.rfind("%|")
+    return (bar != -1 and max(len(raw), lines[k].padded) >= WRAP_MIN_WIDTH and "|" not in raw[bar + 2:]
+            and k + 1 < len(lines) and 0 < lines[k + 1].number - lines[k].end <= BAR_BLANK_ROWS + 1
+            and _BAR_REST.match(lines[k + 1].raw) is not None)
+
+
+def unwrap(lines: Sequence[Line], leave: Callable[[str], bool]) -> tuple[Sequence[Line], int | None]:
     """Lines a terminal hard-wrapped at its width joined back into the lines the program printed: a line that fills
     the width goes on in the next (see _goes_on). A line the program printed exactly that wide cannot be told from one
     cut there. A line holding what `leave` looks for (an OOM message's trigger) is left with the rows after it for
-    the message reader, which tries each way of rejoining them."""
+    the message reader, which tries each way of rejoining them. Where no width can be told, only a progress bar cut in
+    two is joined (see _bar_cut_at). Returns the lines and the terminal's width (None: not told)."""
     width = terminal_width(lines)
+    bars = {k for k, ln in enumerate(lines)  # a row whose last "|" opens a bar (no call for most rows)
+            if "%|" in (raw := ln.raw) and raw.rfind("|") == raw.rfind("%|") + 1 and _bar_cut_at(lines, k)}
     if width is None:
-        return lines
-    out: list[Line] = []
+        if not bars:
+            return lines, None
+        goes_on: Callable[[int], bool] = bars.__contains__
+    else:
+        blanks = not _console_copy(lines, width) and _cut_in_blanks(lines, width)
+        goes_on = lambda j: j in bars or (_fills(lines[j], width, blanks) and _goes_on(lines, j))  # noqa: E731
+    out: list[Line] | None = None
     i = 0
     while i < len(lines):
         j, raw = i, lines[i].raw
-        while len(lines[j].raw) == width and _goes_on(lines, j):
-            j += 1
+        while goes_on(j):
+            raw = raw.ljust(len(raw) + lines[j].padded - len(lines[j].raw))  # a row cut inside a run of blanks (a
+            j += 1  # bar's padding) keeps them
             raw += lines[j].raw
-        if j == i:
-            out.append(lines[i])
-        elif leave(lines[i].text):
-            out.extend(lines[i:j + 1])
-        else:
+        if j > i and not leave(lines[i].text):
+            out = list(lines[:i]) if out is None else out
             rank, text = strip_prefixes(raw.rstrip())
             out.append(Line(lines[i].number, rank, text, raw, lines[j].number))
+        elif out is not None:
+            out.extend(lines[i:j + 1])
         i = j + 1
-    return out
+    return (lines if out is None else out), width
