@@ -568,3 +568,22 @@ def test_zero3_streams_off_needs_stage_3():
     with pytest.raises(ValidationError, match="zero3_streams sets ZeRO-3/FSDP parameter gathering"):
         TransformerParams.model_validate({**TINY, "zero3_streams": False})
     assert not TransformerParams.model_validate({**ZERO3, "zero3_streams": False}).zero3_streams
+
+
+def test_silus_backward_allocates_its_one_output_as_cudas_kernel_does():
+    # CUDA runs silu_backward as one kernel writing one tensor; PyTorch decomposes it elsewhere (sigmoid, 1 - s,
+    # x * (1 - s), 1 + ..., s * ..., grad * ...), six temporaries the input's size the simulator used to count
+    from oomdoctor.units import MIB
+    from oomdoctor.verify import simgpu
+
+    with simgpu.simulate("1GiB") as gpu:
+        x = torch.empty(4 * MIB // 4, device=gpu, requires_grad=True)  # 4 MiB of fp32
+        y = torch.nn.functional.silu(x)
+        grad = torch.empty_like(y)
+        assert simgpu.ACTIVE is not None
+        allocator = simgpu.ACTIVE.allocator
+        before = allocator.allocated
+        allocator.peak_allocated = before
+        y.backward(grad)
+        assert x.grad is not None and x.grad.shape == x.shape
+        assert allocator.peak_allocated - before == 4 * MIB  # the gradient, and nothing beside it

@@ -72,6 +72,7 @@ def setup() -> torch.device:
         setup_fn(rename=DEVICE, backend_module=_Backend())
         _register_autocast()
         _register_sdpa()
+        _register_backward_kernels()
         _ready = True
         return torch.device(DEVICE, 0)
 
@@ -148,6 +149,21 @@ def _register_sdpa() -> None:
     lib = torch.library.Library("aten", "IMPL")
     _libs.append(lib)
     lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
+
+
+# --- backward kernels CUDA runs as one op -------------------------------------------------------------------------
+# silu_backward has a CUDA kernel (one output); elsewhere PyTorch decomposes it (math_silu_backward: sigmoid, 1 - s,
+# x * (1 - s), 1 + ..., s * ..., grad * ...), and the decomposition's temporaries (six tensors the input's size) were
+# counted as a CUDA step's. Registered for the simulated device: the kernel's one output, as CUDA allocates it.
+
+def _silu_backward(grad_output: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(grad_output, memory_format=torch.contiguous_format)
+
+
+def _register_backward_kernels() -> None:
+    lib = torch.library.Library("aten", "IMPL")
+    _libs.append(lib)
+    lib.impl("silu_backward", _silu_backward, "AutogradPrivateUse1")
 
 
 # --- storage tracker --------------------------------------------------------------------------------------------
