@@ -1319,3 +1319,25 @@ def test_flairs_iteration_lines_stay_the_step_under_its_evaluations_unlabelled_b
     started = "Starting training from iteration 0\n" + "".join(
         f" {k // 10}%|█         | {k}/1000 [01:00<01:00, 7.5it/s]\n" for k in (0, 1, 2, 450))
     assert one(started + frames + MSG).step == 450
+
+
+def test_a_web_uis_txt2img_failing_after_its_sampling_bars_is_generation_with_no_training_step():
+    # AUTOMATIC1111's web UI (and Forge): the sampler's bars, then its request queue's traceback into the VAE decode
+    log = (" 100%|██████████| 20/20 [00:06<00:00,  3.12it/s]\n"
+           "Total progress: 100%|██████████| 20/20 [00:05<00:00,  3.41it/s]\n"
+           "*** Error completing request\n"
+           "    Traceback (most recent call last):\n"
+           '      File "/opt/webui/modules/call_queue.py", line 57, in f\n'
+           "        res = list(func(*args, **kwargs))\n"
+           '      File "/opt/webui/modules/txt2img.py", line 109, in txt2img\n'
+           "        processed = processing.process_images(p)\n"
+           '      File "/opt/webui/modules/processing.py", line 632, in decode_latent_batch\n'
+           "        sample = decode_first_stage(model, batch[i:i + 1])[0]\n"
+           "    torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity "
+           "of 7.78 GiB of which 1.21 GiB is free.\n")
+    (event,) = events(log)
+    assert (event.phase, event.step) == ("generate", None)
+    assert "diffusion" in config_from(normalize_region(1, log.splitlines()), "x.log")["stacks"].value
+    # the same bars and frames without the web UI's modules: a training loop's bar stays the step
+    plain = log.replace("/opt/webui/modules/txt2img.py", "/opt/run/loop.py").replace("in txt2img", "in run_loop")
+    assert events(plain)[0].step == 20

@@ -1016,7 +1016,9 @@ STRONG_PHASES = ("save", "eval", "generate")  # a frame naming one of these deci
 # __call__ denoises, then decodes): a frame there is generation.
 GENERATE_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:ldm|k_diffusion)[/\\][^"]{1,200}"'
                      r'|File "(?:[^"]{0,300}?[/\\])?comfy[/\\](?:samplers?|sample)\.py"'
-                     r'|File "(?:[^"]{0,300}?[/\\])?diffusers[/\\]pipelines[/\\][^"]{1,200}"')
+                     r'|File "(?:[^"]{0,300}?[/\\])?diffusers[/\\]pipelines[/\\][^"]{1,200}"'
+                     # AUTOMATIC1111's web UI and its forks (Forge, SD.Next): text-to-image, image-to-image, its samplers
+                     r'|File "(?:[^"]{0,300}?[/\\])?modules[/\\](?:txt2img|img2img|sd_samplers\w{0,30})\.py"')
 EVAL_PATH = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:(?:eval|evals|evaluation|evaluator|evaluators|validation)[/\\][^"]{1,200}'
                  r'|(?:evaluate|evaluation|eval)(?:_\w{1,40})?\.py)"')
 # PyTorch's own files are named for what they do inside torch, not for the user's loop: torch/_dynamo/eval_frame.py
@@ -1110,7 +1112,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
                 innermost = Witness(phases[0], ln)
             elif strong is None and EVAL_PATH.search(ln.text) and not TORCH_PACKAGE_FILE.search(ln.text):
                 strong = Witness("eval", ln)  # the evaluation package's own helpers (matching, metrics)
-            elif strong is None and ("comfy" in ln.text or "pipelines" in ln.text) and GENERATE_PATH.search(ln.text):
+            elif strong is None and sampler_frame(ln.text):
                 strong = Witness("generate", ln)  # ComfyUI sampling, a diffusers pipeline's denoising or decoding
     return strong or innermost or script
 
@@ -1139,10 +1141,27 @@ def training_calls_evaluation(frames: Sequence[tuple[str, Line]]) -> bool:
     return first_eval is not None and any("train" in phases for phases in names[:first_eval])
 
 
+def sampler_frame(text: str) -> bool:
+    """The frame header is a diffusion sampler's own code (GENERATE_PATH, after its literal prefilter)."""
+    return ("comfy" in text or "pipelines" in text or "modules" in text) and bool(GENERATE_PATH.search(text))
+
+
+def in_sampler(frames: Sequence[tuple[str, Line]]) -> bool:
+    """A diffusion sampler's own code is in the traceback (ComfyUI, a diffusers pipeline, AUTOMATIC1111's web UI): its
+    bars count denoising steps and images, never training steps."""
+    return any(sampler_frame(ln.text) for _, ln in frames)
+
+
+# Where a thread's traceback starts, as `<module>` starts the main thread's: Python's threads and executors, a web UI's
+# request queue (gradio; AUTOMATIC1111's modules/call_queue.py)
+THREAD_ROOT = lazy(r'[/\\](?:threading|concurrent[/\\]futures[/\\]thread|call_queue|gradio[/\\]\w{1,40})\.py"')
+
+
 def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
-    """The whole traceback (from `<module>`) runs an evaluation or generation with no training loop around it:
-    a progress bar's count there is not a training step."""
-    if phase not in ("eval", "generate") or not frames or frames[0][0] != "<module>":
+    """The whole traceback (from `<module>`, or a thread's or request queue's entry) runs an evaluation or generation
+    with no training loop around it: a progress bar's count there is not a training step."""
+    if phase not in ("eval", "generate") or not frames or not (
+            frames[0][0] == "<module>" or THREAD_ROOT.search(frames[0][1].text)):
         return False
     return not any("train" in _phase_of_name(func.rsplit(".", 1)[-1]) for func, _ in frames)
 
@@ -1354,7 +1373,7 @@ STACKS: dict[str, regex.Pattern[str]] = {
                            r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
     # Image and video diffusion: diffusers pipelines, ComfyUI (its comfy package, nodes and panels), the web UIs
     "diffusion": lazy(r"\bdiffusers[/.]|DiffusionPipeline|StableDiffusion\w{0,24}Pipeline|\bcomfy[/.\\]|ComfyUI"
-                      r"|\bKSampler\b|stable-diffusion-webui|\bsd_samplers\b|\bFooocus\b|\binvokeai\b"),
+                      r"|\bKSampler\b|stable-diffusion-webui|\bsd_samplers|modules[/\\](?:txt2img|img2img)\.py|\bFooocus\b|\binvokeai\b"),
     # A TPU: its HBM belongs to one process, so no other process or preallocation competes for it.
     # (not Lightning's "TPU available: False, using: 0 TPU cores" on every GPU run)
     "tpu": lazy(r"(?<!\b0 )\bTPU(?:s|v\d\w{0,3}| v\d)?\b(?!\s{0,2}available:\s{0,2}False)|\blibtpu\b|memory space hbm"
@@ -1381,7 +1400,7 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "vllm": ("vllm",),
     "serving_engine": ("lmdeploy", "turbomind", "[tm][", "generation", "sglang", "tensorrt", "fastertransformer"),
     "diffusion": ("diffusers", "DiffusionPipeline", "StableDiffusion", "comfy", "ComfyUI", "KSampler",
-                  "stable-diffusion-webui", "sd_samplers", "Fooocus", "invokeai"),
+                  "stable-diffusion-webui", "sd_samplers", "txt2img", "img2img", "Fooocus", "invokeai"),
     "tpu": ("TPU", "libtpu", "memory space hbm", "_HBM", "XRT"),
     "jax": ("jax", "xlaruntimeerror", "flax"),
     "tensorflow": ("tensorflow", "keras"),

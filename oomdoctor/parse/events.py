@@ -554,9 +554,9 @@ class _EventReader:
             step = None  # the poster cut the log after this counter: it showed training, not the failing step
         if step is None and phase == "train":  # the frames show training: the bar after the set-up banner is its loop's
             step = bar_after_setup
-        if step is not None and ctx.outside_training(frames, phase) and self._unfinished_bar_before(step, frames) \
-                and not self._training_bar(step, rank):
-            step = None  # the bar that was running counts an inference loop's inputs, not training steps
+        if step is not None and ctx.outside_training(frames, phase) and (ctx.in_sampler(frames) or (
+                self._unfinished_bar_before(step, frames) and not self._training_bar(step, rank))):
+            step = None  # the bar counts an inference loop's inputs or a diffusion sampler's steps, not training steps
         if step is not None and phase in ("eval", "save") and (
                 counter := ctx.counter_before_inner_bars(self.markers, self._index_of(step.evidence.line), rank, source)):
             step = counter  # the bars after the training loop's printed counter count the evaluation's batches
