@@ -30,7 +30,7 @@ EVAL_BANNER_WINDOW_LINES = 400
 
 STACKS = (
     "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
-    "torchtitan", "megatron", "vllm", "serving_engine", "diffusion", "tpu", "jax", "tensorflow", "skorch",
+    "torchtitan", "megatron", "vllm", "serving_engine", "diffusion", "tpu", "jax", "tensorflow", "skorch", "webui",
 )
 
 CONFIG_FACTS: dict[str, tuple[FactType, str]] = {

@@ -37,7 +37,10 @@ SECTION_STACK = {
     "skorch": ("skorch",),  # NeuralNet(...) parameters: its iterators' batch sizes, its train and validation steps
     "diffusers": ("diffusion",),
     "comfyui": ("diffusion",),
+    "webui": ("webui",),  # AUTOMATIC1111's web UI (Forge, SD.Next): its launch flags and generation settings
 }
+# A front end whose own settings stand in for its library's: the web UI runs diffusion models, not a pipeline or a graph.
+SUPERSEDES = {"webui": ("diffusers", "comfyui")}
 # Fixes that exist in PyTorch only (its allocator, autograd modes, HF's evaluation loop, its kernels and wrappers):
 # none of them is advice for a TensorFlow or JAX failure.
 PYTORCH_ONLY = frozenset({"eval-accumulation-steps", "eval-no-grad", "expandable-segments", "max-split-size",
@@ -76,6 +79,7 @@ def _select(changes: Changes, d: Derived) -> Changes:
     if stacks & set(WRAPPERS):
         stacks -= {"hf_trainer", "trl"}
     keep = {s for s, owners in SECTION_STACK.items() if stacks.intersection(owners)}
+    keep -= {section for stack in stacks & SUPERSEDES.keys() for section in SUPERSEDES[stack]}
     if not keep & changes.keys():
         keep |= {"training_args"} if not stacks else set()
     if _not_pytorch(d) and not keep & changes.keys():
@@ -83,7 +87,7 @@ def _select(changes: Changes, d: Derived) -> Changes:
     out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}
     if keep & changes.keys() and "code" in out and len(out) > 1:
         out.pop("code")  # the config key says it; the snippet is for stacks without one
-    if keep & {"diffusers", "comfyui", "vllm_args", "serving_engine"} and "loading" in out:
+    if keep & {"diffusers", "comfyui", "webui", "vllm_args", "serving_engine"} and "loading" in out:
         out.pop("loading")  # a transformers loading line is no use to a diffusion pipeline or a serving engine
     if out or not stacks or not stacks <= SELF_CONTAINED_STACKS:
         return out or changes  # nothing of the run's own: every stack's form, for the user to pick from
@@ -195,6 +199,7 @@ def _smaller_eval_batch(d: Derived) -> tuple[Changes, str | None]:
         "skorch": {"NeuralNet(iterator_valid__batch_size=)": new},  # validation, predict() and predict_proba()
         "diffusers": {"pipe(num_images_per_prompt=)": 1, "pipe(height=, width=)": "<lower>"},
         "comfyui": "batch_size 1 on the latent node (Empty Latent Image), or a lower width/height or frame count",
+        "webui": "Batch size 1 (Batch count for more images), a lower Width/Height, Hires. fix off or a smaller upscale",
         "vllm_args": {"max_num_seqs": "<fewer>", "max_num_batched_tokens": "<fewer>"},
         "serving_engine": {"text-generation-inference": "--max-batch-prefill-tokens <fewer> --max-batch-total-tokens <fewer>",
                            "sglang": "--max-running-requests <fewer> --chunked-prefill-size <smaller>",
@@ -311,6 +316,7 @@ def _offload(d: Derived) -> tuple[Changes, str | None]:
         # inference: the pipeline's parts (text encoders, denoiser, VAE) go to the GPU only while each one runs
         "diffusers": "pipe.enable_model_cpu_offload()  # enable_sequential_cpu_offload(): least memory, slowest",
         "comfyui": "launch with --lowvram (or --novram); not --highvram/--gpu-only",
+        "webui": "launch with --medvram (or --lowvram; --medvram-sdxl to offload SDXL models only)",
     }), ("the model's parts wait in host RAM and come to the GPU only while they run; sampling gets slower"
          if _diffusion_sampling(d) else "optimizer states (and at ZeRO-3 parameters) live in host RAM; steps get slower")
 
@@ -395,6 +401,7 @@ def _quantize(d: Derived) -> tuple[Changes, str | None]:
         "diffusers": "pipe = DiffusionPipeline.from_pretrained(name, torch_dtype=torch.bfloat16)  # 16-bit weights; "
                      "a quantization_config (bitsandbytes, torchao) for the transformer or UNet goes further",
         "comfyui": "an fp8 or GGUF build of the model, or weight_dtype fp8_e4m3fn in its loader node",
+        "webui": "FP8 weight (Settings > Optimizations), or an fp16 (pruned) checkpoint",
         "vllm_args": {"quantization": "awq  # with the model's AWQ release (or gptq, or fp8 on Hopper/Ada)"},
         "serving_engine": {"text-generation-inference": "--quantize bitsandbytes-nf4 (or awq/gptq with such a release)",
                            "sglang": "--quantization fp8 (or awq/gptq with such a release)",

@@ -194,3 +194,13 @@ def test_skorch_logs_name_the_stack_and_get_skorch_keys():
         fixes = {f.id: f for g in report.diagnoses for f in g.fixes}
         assert key in fixes[fix_id].changes["skorch"], name
         assert not any("training_args" in f.changes or "deepspeed_json" in f.changes for f in fixes.values()), name
+
+
+def test_the_web_uis_own_settings_replace_the_diffusion_librarys():
+    d = run(stack_webui=True, stack_diffusion=True, phase="generate", inference_only=True)
+    assert list(build_fix("cpu-offload", d).changes) == ["webui"]  # --medvram, not a pipeline call or ComfyUI's flags
+    assert "--medvram" in build_fix("cpu-offload", d).changes["webui"]
+    assert list(build_fix("smaller-eval-batch", d).changes) == ["webui"]
+    assert list(build_fix("quantize-weights", d).changes) == ["webui"]  # no transformers loading line either
+    plain = run(stack_diffusion=True, phase="generate", inference_only=True)
+    assert set(build_fix("cpu-offload", plain).changes) == {"diffusers", "comfyui"}

@@ -1380,6 +1380,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
                 r"|_HBM\d\b|\bXRT\b"),
     "jax": lazy(r"\bjax\b|jaxlib|XlaRuntimeError|flax", regex.I),
     "tensorflow": lazy(r"tensorflow|keras", regex.I),
+    # AUTOMATIC1111's Stable Diffusion web UI and its forks (Forge, SD.Next): its modules, its request errors, its bar
+    "webui": lazy(r"stable-diffusion-webui|\bmodules[/\\](?:txt2img|img2img|call_queue)\.py|^\*{3} Error completing request"
+                  r"|^Total progress:"),
     # skorch's scikit-learn style wrapper: its frames, or its net classes named in a repr or a traceback
     "skorch": lazy(r"\bskorch[/.\\]|\bNeuralNet(?:Classifier|Regressor|BinaryClassifier)\b"),
 }
@@ -1405,6 +1408,7 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "jax": ("jax", "xlaruntimeerror", "flax"),
     "tensorflow": ("tensorflow", "keras"),
     "skorch": ("skorch", "NeuralNet"),
+    "webui": ("stable-diffusion-webui", "txt2img", "img2img", "call_queue", "Error completing request", "Total progress:"),
 }
 
 
