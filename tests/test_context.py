@@ -1341,3 +1341,12 @@ def test_a_web_uis_txt2img_failing_after_its_sampling_bars_is_generation_with_no
     # the same bars and frames without the web UI's modules: a training loop's bar stays the step
     plain = log.replace("/opt/webui/modules/txt2img.py", "/opt/run/loop.py").replace("in txt2img", "in run_loop")
     assert events(plain)[0].step == 20
+
+
+def test_mmengines_memory_field_is_a_per_interval_peak_sample_and_mmcv_1s_running_peak_is_not():
+    lines = ["Epoch(train)  [1][  50/7330]  lr: 1.9780e-03  eta: 1 day, 2:03:01  time: 0.8520  memory: 8712  loss: 2.1032",
+             "Epoch(train)  [1][ 100/7330]  lr: 3.9760e-03  eta: 1 day, 1:50:12  time: 0.8400  memory: 9410  loss: 1.8432"]
+    samples = ctx.memory_samples(normalize_region(1, lines), "x.log")
+    assert [(s.step, s.max_allocated_bytes) for s in samples] == [(50, 8712 * 2**20), (100, 9410 * 2**20)]
+    mmcv = ["Epoch [1][50/7330]\tlr: 1.978e-03, eta: 1 day, 2:03:01, time: 0.852, memory: 8712, loss: 2.1032"]
+    assert ctx.memory_samples(normalize_region(1, mmcv), "x.log") == []

@@ -1681,6 +1681,11 @@ MEGATRON_MEMORY = lazy(
     r" \| reserved: (?P<r>[\d.]+) \| max reserved: (?P<mr>[\d.]+)"
 )
 TITAN_MEMORY = lazy(r"\bstep:\s{0,4}(?P<step>\d{1,20})\b.{0,200}?\bmemory:\s{0,4}(?P<mem>\d{1,20}(?:\.\d{1,20})?)\s?(?P<unit>GiB|MiB)")
+# mmengine's training log lines (OpenMMLab 2: mmdet 3, mmseg 1, mmpose 1, ...) carry the peak allocated memory since the
+# last line, in MiB with no unit: "Epoch(train)  [1][  50/7330]  ...  memory: 9410  loss: ..." (get_max_cuda_memory
+# resets the peak after reading it). mmcv 1.x's "Epoch [1][50/7330]\t..., memory: 8712, ..." is the peak since the
+# start (no reset): never falling by construction, it would read as growth every step, so it is not a sample.
+MMENGINE_MEMORY = lazy(r"^(?:Epoch|Iter)\(train\)\s{0,3}\[[^\n]{0,400}?\bmemory:\s{0,3}(?P<mem>\d{1,9})(?=[,\s]|$)")
 # Hand-written and library memory prints: torch.cuda.memory_allocated()/max_memory_allocated()/memory_reserved()
 # with any unit, detectron2's max_mem, Lightning DeviceStatsMonitor keys, "Allocated memory: 12.3 GB".
 HAND_MEMORY = lazy(
@@ -1759,6 +1764,11 @@ def memory_samples(lines: Sequence[Line], source: str, markers: Markers | None =
             if m:
                 last.set(k, int(m["step"]))
                 out.append(MemorySample(step=last.step, max_reserved_bytes=to_bytes(m["mem"], m["unit"]),
+                                        evidence=_ev(source, ln)))
+                continue
+            m = MMENGINE_MEMORY.match(text) if text.startswith(("Epoch(train)", "Iter(train)")) else None
+            if m:  # the line is its own step's: its counter is read as the step
+                out.append(MemorySample(step=last.before(k + 1), max_allocated_bytes=to_bytes(m["mem"], "MiB"),
                                         evidence=_ev(source, ln)))
                 continue
         if hand and ("mem" in text or "llocated" in text or "eserved" in text) and not OOM_TEXT.search(text):
