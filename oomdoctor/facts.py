@@ -31,6 +31,7 @@ EVAL_BANNER_WINDOW_LINES = 400
 STACKS = (
     "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
     "torchtitan", "megatron", "vllm", "serving_engine", "diffusion", "tpu", "jax", "tensorflow", "skorch", "webui",
+    "sd_scripts",
 )
 
 CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
@@ -522,7 +523,7 @@ def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> Activ
 
 
 TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
-                   "torchtitan", "megatron", "skorch")
+                   "torchtitan", "megatron", "skorch", "sd_scripts")
 
 
 def _inference_only(out: dict[str, Any]) -> None:

@@ -38,16 +38,18 @@ SECTION_STACK = {
     "diffusers": ("diffusion",),
     "comfyui": ("diffusion",),
     "webui": ("webui",),  # AUTOMATIC1111's web UI (Forge, SD.Next): its launch flags and generation settings
+    "sd_scripts": ("sd_scripts",),  # kohya-ss sd-scripts: its command-line options
 }
-# A front end whose own settings stand in for its library's: the web UI runs diffusion models, not a pipeline or a graph.
-SUPERSEDES = {"webui": ("diffusers", "comfyui")}
+# A front end whose own settings stand in for its libraries': the web UI runs diffusion models, not a pipeline or a
+# graph; sd-scripts trains them through accelerate and diffusers, configured by its own options.
+SUPERSEDES = {"webui": ("diffusers", "comfyui"), "sd_scripts": ("accelerate_config", "diffusers", "comfyui")}
 # Fixes that exist in PyTorch only (its allocator, autograd modes, HF's evaluation loop, its kernels and wrappers):
 # none of them is advice for a TensorFlow or JAX failure.
 PYTORCH_ONLY = frozenset({"eval-accumulation-steps", "eval-no-grad", "expandable-segments", "max-split-size",
                           "gc-threshold", "fused-cross-entropy", "ddp-bucket-view", "smaller-zero-buckets",
                           "activation-offload", "empty-cache-before-save"})
 # Stacks that run a loop of their own and read no TrainingArguments, DeepSpeed or accelerate config.
-SELF_CONTAINED_STACKS = frozenset({"skorch"})
+SELF_CONTAINED_STACKS = frozenset({"skorch", "sd_scripts"})
 # Stacks that wrap HF TrainingArguments: their own config file is what the user edits.
 WRAPPERS = ("axolotl", "llama_factory")
 
@@ -87,9 +89,9 @@ def _select(changes: Changes, d: Derived) -> Changes:
     out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}
     if keep & changes.keys() and "code" in out and len(out) > 1:
         out.pop("code")  # the config key says it; the snippet is for stacks without one
-    if keep & {"diffusers", "comfyui", "webui", "vllm_args", "serving_engine"} and "loading" in out:
+    if keep & {"diffusers", "comfyui", "webui", "sd_scripts", "vllm_args", "serving_engine"} and "loading" in out:
         out.pop("loading")  # a transformers loading line is no use to a diffusion pipeline or a serving engine
-    if out or not stacks or not stacks <= SELF_CONTAINED_STACKS:
+    if out or not stacks & SELF_CONTAINED_STACKS:
         return out or changes  # nothing of the run's own: every stack's form, for the user to pick from
     return {}  # a loop that reads none of the other stacks' configs: their keys would mislead; the title says it
 
@@ -125,6 +127,10 @@ def _halve_batch(d: Derived) -> tuple[Changes, str | None]:
         # skorch steps the optimizer every batch; accumulating means overriding train_step (its FAQ shows how)
         "skorch": {"NeuralNet(iterator_train__batch_size=)": new_bs,
                    "train_step": f"accumulate {new_ga} batches before optimizer_.step() (an overridden train_step)"},
+        "sd_scripts": {"--train_batch_size": new_bs, "--gradient_accumulation_steps": new_ga},
+        # a loop of its own (accelerate, plain PyTorch): shown only where no section above is the run's
+        "code": f"loader = DataLoader(dataset, batch_size={new_bs})  # and step the optimizer every {new_ga} batches "
+                "(accelerator.accumulate, or loss / steps)",
     }
     if _stacks(d) & {"hf_trainer", "trl", "accelerate"}:
         changes.pop("deepspeed_json")  # HF passes "auto" through to DeepSpeed
@@ -146,6 +152,7 @@ def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
         "lightning_trainer": {"code": "model.gradient_checkpointing_enable()  # or torch.utils.checkpoint in your blocks"},
         "megatron_args": {"--recompute-granularity": "selective"},
         "torchtitan_toml": {"activation_checkpoint.mode": "selective"},
+        "sd_scripts": {"--gradient_checkpointing": True},
         "skorch": {"module.forward": "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # per block"},
         "code": "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})",
     }, effect
@@ -164,6 +171,7 @@ def _bf16(d: Derived) -> tuple[Changes, str | None]:
         "megatron_args": {"--bf16": True},
         "torchtitan_toml": {"training.mixed_precision_param": "bfloat16"},
         "keras": {"keras.mixed_precision.set_global_policy": "mixed_bfloat16"},
+        "sd_scripts": {"--mixed_precision": "bf16", "--save_precision": "bf16"},
         # skorch runs mixed precision through accelerate: its AccelerateMixin with an Accelerator of that precision
         "skorch": {"code": "from accelerate import Accelerator\nfrom skorch.hf import AccelerateMixin\n"
                            "class AcceleratedNet(AccelerateMixin, NeuralNetClassifier):  # or NeuralNet, NeuralNetRegressor\n"
@@ -276,6 +284,7 @@ def _lighter_opt(d: Derived) -> tuple[Changes, str | None]:
         "training_args": {"optim": "adamw_bnb_8bit"},
         "axolotl_yaml": {"optimizer": "adamw_bnb_8bit"},
         "llama_factory_yaml": {"optim": "adamw_bnb_8bit"},
+        "sd_scripts": {"--optimizer_type": "AdamW8bit"},
         "code": "import bitsandbytes as bnb\noptimizer = bnb.optim.AdamW8bit(model.parameters(), lr=lr)",
     }, "AdamW state falls from 8 to 2 bytes per trainable parameter"
 
@@ -313,6 +322,7 @@ def _offload(d: Derived) -> tuple[Changes, str | None]:
         "training_args": {"fsdp": "full_shard offload auto_wrap"},
         "axolotl_yaml": {"deepspeed": "deepspeed_configs/zero3_bf16_cpuoffload_all.json"},
         "lightning_trainer": {"strategy": "deepspeed_stage_3_offload"},
+        "sd_scripts": {"--blocks_to_swap": "<N>  # FLUX/SD3 scripts: N transformer blocks wait in host RAM"},
         # inference: the pipeline's parts (text encoders, denoiser, VAE) go to the GPU only while each one runs
         "diffusers": "pipe.enable_model_cpu_offload()  # enable_sequential_cpu_offload(): least memory, slowest",
         "comfyui": "launch with --lowvram (or --novram); not --highvram/--gpu-only",
@@ -402,6 +412,7 @@ def _quantize(d: Derived) -> tuple[Changes, str | None]:
                      "a quantization_config (bitsandbytes, torchao) for the transformer or UNet goes further",
         "comfyui": "an fp8 or GGUF build of the model, or weight_dtype fp8_e4m3fn in its loader node",
         "webui": "FP8 weight (Settings > Optimizations), or an fp16 (pruned) checkpoint",
+        "sd_scripts": {"--fp8_base": True},
         "vllm_args": {"quantization": "awq  # with the model's AWQ release (or gptq, or fp8 on Hopper/Ada)"},
         "serving_engine": {"text-generation-inference": "--quantize bitsandbytes-nf4 (or awq/gptq with such a release)",
                            "sglang": "--quantization fp8 (or awq/gptq with such a release)",

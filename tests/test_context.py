@@ -1350,3 +1350,11 @@ def test_mmengines_memory_field_is_a_per_interval_peak_sample_and_mmcv_1s_runnin
     assert [(s.step, s.max_allocated_bytes) for s in samples] == [(50, 8712 * 2**20), (100, 9410 * 2**20)]
     mmcv = ["Epoch [1][50/7330]\tlr: 1.978e-03, eta: 1 day, 2:03:01, time: 0.852, memory: 8712, loss: 2.1032"]
     assert ctx.memory_samples(normalize_region(1, mmcv), "x.log") == []
+
+
+def test_kohyas_bilingual_summary_gives_the_batch_and_the_stack():
+    lines = ["running training / 学習開始", "  batch size per device / バッチサイズ: 4",
+             "  gradient accumulation steps / 勾配を合計するステップ数 = 2"]
+    cfg = config_from(normalize_region(1, lines), "x.log")
+    assert (cfg["per_device_train_batch_size"].value, cfg["gradient_accumulation_steps"].value) == (4, 2)
+    assert "sd_scripts" in cfg["stacks"].value

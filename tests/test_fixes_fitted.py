@@ -204,3 +204,18 @@ def test_the_web_uis_own_settings_replace_the_diffusion_librarys():
     assert list(build_fix("quantize-weights", d).changes) == ["webui"]  # no transformers loading line either
     plain = run(stack_diffusion=True, phase="generate", inference_only=True)
     assert set(build_fix("cpu-offload", plain).changes) == {"diffusers", "comfyui"}
+
+
+def test_kohya_sd_scripts_runs_get_its_options_and_nothing_of_accelerate_or_transformers():
+    d = run(stack_sd_scripts=True, stack_accelerate=True, per_device_train_batch_size=4, gradient_accumulation_steps=1)
+    assert build_fix("halve-batch", d).changes == {
+        "sd_scripts": {"--train_batch_size": 2, "--gradient_accumulation_steps": 2}}
+    assert build_fix("gradient-checkpointing", d).changes == {"sd_scripts": {"--gradient_checkpointing": True}}
+    assert build_fix("quantize-weights", d).changes == {"sd_scripts": {"--fp8_base": True}}
+    assert set(build_fix("fix-leak", d).changes) <= {"sd_scripts", "code"}  # never another stack's config keys
+
+
+def test_an_accelerate_loop_of_its_own_gets_loop_code_for_a_smaller_batch():
+    changes = build_fix("halve-batch", run(stack_accelerate=True, per_device_train_batch_size=8)).changes
+    assert list(changes) == ["code"] and "batch_size=4" in changes["code"]
+    assert "training_args" in build_fix("halve-batch", run()).changes  # no stack named: HF's form (the code is dropped)

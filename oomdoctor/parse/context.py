@@ -1338,6 +1338,12 @@ FSDP_OFFLOAD = lazy(r"fsdp_offload_params['\"]?\s{0,3}[:=]\s{0,3}['\"]?(?P<v>tru
 HF_BANNER_BATCH = lazy(r"(?:(?<=^(?:\[[\w.]{1,40}\] )?\s{0,8})|(?<=\s{2}|\|\s))(?P<what>Instantaneous batch size per device"
                        r"|Batch size per device|Gradient [Aa]ccumulation steps|Num GPUs used|Data Parallel GPUs"
                        r"|(?<=^(?:\[[\w.]{1,40}\] )?\s{0,8})Batch size) = (?P<v>\d{1,9})(?=\s*(?:\||$))")
+# kohya-ss sd-scripts (LoRA and DreamBooth for Stable Diffusion) print their summary in English and Japanese:
+# "  batch size per device / バッチサイズ: 4", "  gradient accumulation steps / 勾配を合計するステップ数 = 1".
+KOHYA_SUMMARY = lazy(r"^\s{0,8}(?P<what>batch size per device|gradient accumulation steps) / [^\n:=]{1,40}?\s{0,2}[:=]\s{0,2}"
+                     r"(?P<v>\d{1,9})\s*$")
+_KOHYA_KEYS = {"batch size per device": "per_device_train_batch_size",
+               "gradient accumulation steps": "gradient_accumulation_steps"}
 _HF_BANNER_KEYS = {"Instantaneous batch size per device": "per_device_train_batch_size",
                    "Batch size per device": "per_device_train_batch_size",
                    "Gradient Accumulation steps": "gradient_accumulation_steps",
@@ -1383,6 +1389,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
     # AUTOMATIC1111's Stable Diffusion web UI and its forks (Forge, SD.Next): its modules, its request errors, its bar
     "webui": lazy(r"stable-diffusion-webui|\bmodules[/\\](?:txt2img|img2img|call_queue)\.py|^\*{3} Error completing request"
                   r"|^Total progress:"),
+    # kohya-ss sd-scripts, LoRA and DreamBooth training for Stable Diffusion, SDXL, SD3 and FLUX (its bilingual
+    # "running training / 学習開始" banner, its scripts, the repository's name)
+    "sd_scripts": lazy(r"\bsd-scripts\b|\bkohya|学習開始|\b(?:sdxl|flux|sd3)_train(?:_network)?\.py"),
     # skorch's scikit-learn style wrapper: its frames, or its net classes named in a repr or a traceback
     "skorch": lazy(r"\bskorch[/.\\]|\bNeuralNet(?:Classifier|Regressor|BinaryClassifier)\b"),
 }
@@ -1408,6 +1417,7 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "jax": ("jax", "xlaruntimeerror", "flax"),
     "tensorflow": ("tensorflow", "keras"),
     "skorch": ("skorch", "NeuralNet"),
+    "sd_scripts": ("sd-scripts", "kohya", "学習開始", "_train"),
     "webui": ("stable-diffusion-webui", "txt2img", "img2img", "call_queue", "Error completing request", "Total progress:"),
 }
 
@@ -1605,6 +1615,9 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         for m in HF_BANNER_BATCH.finditer(text):
             cfg[_HF_BANNER_KEYS[m["what"]]] = Value(value=int(m["v"]), evidence=_ev(source, ln))
             found = True
+    if " / " in text and ("atch size" in text or "ccumulation steps" in text) and (m := KOHYA_SUMMARY.match(text)):
+        cfg[_KOHYA_KEYS[m["what"]]] = Value(value=int(m["v"]), evidence=_ev(source, ln))
+        found = True
     if ("params" in text or "parameters" in text) and _param_counts(text, cfg, _ev(source, ln)):
         found = True
     if ("zero" in text or "ZeRO" in text) and ((m := ZERO_STAGE.search(text)) or ("zero" in text and (m := ZERO_CONFIG_FILE.search(text)))):
