@@ -87,8 +87,8 @@ def _select(changes: Changes, d: Derived) -> Changes:
     if _not_pytorch(d) and not keep & changes.keys():
         return {k: v for k, v in changes.items() if k == "env"}  # no PyTorch keys or code for a TensorFlow/JAX run
     out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}
-    if keep & changes.keys() and "code" in out and len(out) > 1:
-        out.pop("code")  # the config key says it; the snippet is for stacks without one
+    if stacks and keep & changes.keys() and "code" in out and len(out) > 1:
+        out.pop("code")  # the run's config key says it; with no stack named, a loop of its own is as likely as HF
     if keep & {"diffusers", "comfyui", "webui", "sd_scripts", "vllm_args", "serving_engine"} and "loading" in out:
         out.pop("loading")  # a transformers loading line is no use to a diffusion pipeline or a serving engine
     if out or not stacks & SELF_CONTAINED_STACKS:

@@ -219,3 +219,9 @@ def test_an_accelerate_loop_of_its_own_gets_loop_code_for_a_smaller_batch():
     changes = build_fix("halve-batch", run(stack_accelerate=True, per_device_train_batch_size=8)).changes
     assert list(changes) == ["code"] and "batch_size=4" in changes["code"]
     assert "training_args" in build_fix("halve-batch", run()).changes  # no stack named: HF's form (the code is dropped)
+
+
+def test_with_no_stack_named_both_hf_keys_and_loop_code_are_offered():
+    changes = build_fix("halve-batch", run(per_device_train_batch_size=8)).changes
+    assert set(changes) == {"training_args", "code"} and "batch_size=4" in changes["code"]
+    assert "code" not in build_fix("halve-batch", run(stack_hf_trainer=True, per_device_train_batch_size=8)).changes
