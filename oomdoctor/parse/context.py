@@ -12,7 +12,7 @@ import regex
 
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
-from oomdoctor.parse.normalize import JOURNAL_HEADER, WRAP_MIN_WIDTH, Line
+from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
@@ -836,7 +836,7 @@ def _rows_before(lines: Sequence[Line], idx: int) -> list[Line]:
     """The line right before lines[idx], and the row before that when a terminal may have cut the two from one line
     (wide enough, the physical line right before): the line before is one of them."""
     out = [lines[idx - 1]] if idx > 0 else []
-    if idx > 1 and len(lines[idx - 2].raw) >= WRAP_MIN_WIDTH and lines[idx - 2].end + 1 == lines[idx - 1].number:
+    if idx > 1 and cut_row(lines, idx - 2):
         out.append(lines[idx - 2])
     return out
 

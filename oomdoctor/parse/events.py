@@ -30,7 +30,7 @@ from oomdoctor.parse.model import (
     RunContext,
     Value,
 )
-from oomdoctor.parse.normalize import WRAP_MIN_WIDTH, Line, normalize_region, unwrap
+from oomdoctor.parse.normalize import WRAP_MIN_WIDTH, Line, cut_row, normalize_region, unwrap
 from oomdoctor.parse.reader import LimitWarning, ProgressFn, Region, check_path, scan
 from oomdoctor.parse.record import is_record_file
 from oomdoctor.parse.record import read as read_record
@@ -202,11 +202,6 @@ def _full(c: Classified | None) -> bool:
     return c is not None and c.full
 
 
-def _cut_at_width(lines: Sequence[Line], i: int) -> bool:
-    """Whether lines[i] may be a row a terminal cut: wide enough to be one, the next physical line right after it."""
-    return i + 1 < len(lines) and len(lines[i].raw) >= WRAP_MIN_WIDTH and lines[i + 1].number == lines[i].end + 1
-
-
 def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None], terminal: int | None = None
                ) -> tuple[Classified | None, str, int, list[int]]:
     """The best reading of a message starting at lines[i]: (classified, text, last line index, line offsets).
@@ -217,7 +212,7 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
     t = lines[i].text
     if any(f.admits(t) for f in _SINGLE_LINE_FORMATS):  # a one-line form (notebook header, worker exit) is never joined
         c = classify(t)
-        if c is not None and c.fmt.single_line and not _cut_at_width(lines, i):
+        if c is not None and c.fmt.single_line and not cut_row(lines, i):
             return c, t, i, [0]
         if c is not None and c.fmt.single_line:  # the fuller message a hard wrap cut it from reads first
             text, end, offsets = _assemble(lines, i, "auto", terminal)
@@ -245,7 +240,7 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
         if _full(c2) or (c is None and c2 is not None):
             c, text, offsets = c2, sq, sq_offsets
     if c is None and end > i:  # the trigger's own line, with the rows a terminal may have cut it into, or alone
-        for line, line_end, line_offsets in (_assemble(lines, i, "rows", terminal) if _cut_at_width(lines, i) else (t, i, [0]),
+        for line, line_end, line_offsets in (_assemble(lines, i, "rows", terminal) if cut_row(lines, i) else (t, i, [0]),
                                              (t, i, [0])):
             if (c := classify(line)) is not None:
                 text, end, offsets = line, line_end, line_offsets
@@ -316,9 +311,7 @@ _SEAM_CHARS = max(map(len, P.TRIGGERS)) - 1  # the most of a trigger one side of
 def _trigger_across(lines: Sequence[Line], i: int) -> bool:
     """Whether a trigger lies across the seam between lines[i] and the row before it, a row a terminal may have cut
     (the caller asks only past a row as wide as the widest: "... DefaultCPUAllocat" / "or: not enough memory ...")."""
-    if len(lines[i - 1].raw) < WRAP_MIN_WIDTH or lines[i - 1].end != lines[i].number - 1:
-        return False
-    return has_trigger(lines[i - 1].raw[-_SEAM_CHARS:] + lines[i].raw[:_SEAM_CHARS])
+    return cut_row(lines, i - 1) and has_trigger(lines[i - 1].raw[-_SEAM_CHARS:] + lines[i].raw[:_SEAM_CHARS])
 
 
 def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
@@ -328,8 +321,7 @@ def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     if i == 0:
         return False
     prev, line = lines[i - 1], lines[i]
-    return (prev.end == line.number - 1 and prev.rank == line.rank and len(prev.raw) >= WRAP_MIN_WIDTH
-            and not prev.raw.endswith(" ") and not has_trigger(prev.text))
+    return cut_row(lines, i - 1) and prev.rank == line.rank and not prev.raw.endswith(" ") and not has_trigger(prev.text)
 
 
 def _find_hits(lines: Sequence[Line], terminal: int | None = None) -> Iterator[_Hit]:
