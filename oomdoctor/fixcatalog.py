@@ -40,9 +40,11 @@ SECTION_STACK = {
     "webui": ("webui",),  # AUTOMATIC1111's web UI (Forge, SD.Next): its launch flags and generation settings
     "sd_scripts": ("sd_scripts",),  # kohya-ss sd-scripts: its command-line options
 }
-# A front end whose own settings stand in for its libraries': the web UI runs diffusion models, not a pipeline or a
-# graph; sd-scripts trains them through accelerate and diffusers, configured by its own options.
-SUPERSEDES = {"webui": ("diffusers", "comfyui"), "sd_scripts": ("accelerate_config", "diffusers", "comfyui")}
+# A front end whose own settings stand in for its libraries': axolotl and LLaMA-Factory wrap HF TrainingArguments in
+# their own config file, the web UI runs diffusion models (not a pipeline or a graph), sd-scripts trains them through
+# accelerate and diffusers, configured by its own options.
+SUPERSEDES = {"axolotl": ("training_args", "trainer"), "llama_factory": ("training_args", "trainer"),
+              "webui": ("diffusers", "comfyui"), "sd_scripts": ("accelerate_config", "diffusers", "comfyui")}
 # Fixes that exist in PyTorch only (its allocator, autograd modes, HF's evaluation loop, its kernels and wrappers):
 # none of them is advice for a TensorFlow or JAX failure.
 PYTORCH_ONLY = frozenset({"eval-accumulation-steps", "eval-no-grad", "expandable-segments", "max-split-size",
@@ -50,8 +52,6 @@ PYTORCH_ONLY = frozenset({"eval-accumulation-steps", "eval-no-grad", "expandable
                           "activation-offload", "empty-cache-before-save"})
 # Stacks that run a loop of their own and read no TrainingArguments, DeepSpeed or accelerate config.
 SELF_CONTAINED_STACKS = frozenset({"skorch", "sd_scripts"})
-# Stacks that wrap HF TrainingArguments: their own config file is what the user edits.
-WRAPPERS = ("axolotl", "llama_factory")
 
 
 def _v(d: Derived, key: str) -> Any:
@@ -78,8 +78,6 @@ def _stacks(d: Derived) -> set[str]:
 def _select(changes: Changes, d: Derived) -> Changes:
     """Keep the sections for the detected stacks; with none detected, HF TrainingArguments and code."""
     stacks = _stacks(d)
-    if stacks & set(WRAPPERS):
-        stacks -= {"hf_trainer", "trl"}
     keep = {s for s, owners in SECTION_STACK.items() if stacks.intersection(owners)}
     keep -= {section for stack in stacks & SUPERSEDES.keys() for section in SUPERSEDES[stack]}
     if not keep & changes.keys():
