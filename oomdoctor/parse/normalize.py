@@ -149,6 +149,7 @@ def cut_row(lines: Sequence[Line], i: int) -> bool:
     line right after it."""
     return 0 <= i < len(lines) - 1 and len(lines[i].raw) >= WRAP_MIN_WIDTH and lines[i + 1].number == lines[i].end + 1
 
+
 # A line that starts a record of its own is never the rest of a wrapped one.
 _RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d"
                      r"|\w+Error:|\w+Exception:)")
