@@ -152,18 +152,25 @@ def _register_sdpa() -> None:
 
 
 # --- backward kernels CUDA runs as one op -------------------------------------------------------------------------
-# silu_backward has a CUDA kernel (one output); elsewhere PyTorch decomposes it (math_silu_backward: sigmoid, 1 - s,
-# x * (1 - s), 1 + ..., s * ..., grad * ...), and the decomposition's temporaries (six tensors the input's size) were
+# silu_backward and mish_backward have CUDA kernels (one output each); elsewhere PyTorch decomposes them into their
+# formulas (math_silu_backward: sigmoid, 1 - s, x * (1 - s), 1 + ..., s * ..., grad * ...; math_mish_backward:
+# softplus, tanh, sigmoid, ...), and the decompositions' temporaries (six and seven tensors the input's size) were
 # counted as a CUDA step's. Registered for the simulated device: the kernel's one output, as CUDA allocates it.
+# These are all the aten ops with a CPU kernel and a CompositeImplicitAutograd fallback but none for PrivateUse1
+# but native_channel_shuffle, whose fallback makes the one output a kernel would (a view, then one copy);
+# tests/test_verify_sim.py enumerates them, so a torch that adds one fails there.
+ONE_OUTPUT_BACKWARD = ("silu_backward", "mish_backward")
 
-def _silu_backward(grad_output: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
+
+def _one_output_backward(grad_output: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(grad_output, memory_format=torch.contiguous_format)
 
 
 def _register_backward_kernels() -> None:
     lib = torch.library.Library("aten", "IMPL")
     _libs.append(lib)
-    lib.impl("silu_backward", _silu_backward, "AutogradPrivateUse1")
+    for name in ONE_OUTPUT_BACKWARD:
+        lib.impl(name, _one_output_backward, "AutogradPrivateUse1")
 
 
 # --- storage tracker --------------------------------------------------------------------------------------------
