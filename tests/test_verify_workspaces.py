@@ -95,6 +95,73 @@ def test_the_flash_scratch_of_a_grouped_llama_layer_is_what_an_h200_requested():
     assert sum(flash_backward_scratch((None, q, k))) == 202_113_280 - 256
 
 
+def _model_grad(out):
+    """The gradient a model's step hands SDPA's backward: (batch, heads, queries, dim) over a (batch, queries, heads,
+    dim) tensor (the next op transposed the output back), which the kernels take without a copy."""
+    b, h, s, d = out.shape
+    return torch.ones(b, s, h, d, dtype=out.dtype, device=out.device).transpose(1, 2)
+
+
+def test_efficient_attention_backward_takes_delta_and_the_fp32_dq_accumulator():
+    # attention_backward.cu _efficient_attention_backward, half inputs: delta (b, h, m) fp32, then the workspace, whose
+    # dq accumulator is fp32 (kNeedsAccumGradQ): queries rounded to the 128-row block of head dims 65-128, head dim to
+    # 64. A mask keeps bf16 off FlashAttention.
+    b, h, s, d = 2, 3, 100, 80
+
+    def run(device):
+        q, k, v = (torch.randn(b, h, s, d, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(3))
+        mask = torch.ones(s, s, dtype=torch.bool, device=device).tril()
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        assert type(out.grad_fn).__name__ == "ScaledDotProductEfficientAttentionBackward0"
+        out.backward(_model_grad(out))
+
+    from oomdoctor.verify.simgpu import round_block
+
+    assert _scratch(_traced(run), [round_block(b * h * s * 4), b * h * 128 * 128 * 4])
+
+
+def test_efficient_attention_backward_in_fp32_computes_delta_outside_the_kernel():
+    # kKernelComputesDelta holds for half only: in fp32, (grad_out * out).sum(-1).transpose(-2, -1).contiguous(), whose
+    # product is the output's size; the kernel accumulates in fp32 already, so there is no workspace
+    b, h, s, d = 2, 3, 100, 64
+
+    def run(device):
+        q, k, v = (torch.randn(b, h, s, d, device=device, requires_grad=True) for _ in range(3))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.backward(_model_grad(out))
+
+    from oomdoctor.verify.simgpu import round_block
+
+    rows = round_block(b * h * s * 4)
+    assert _scratch(_traced(run), [b * h * s * d * 4, rows, rows])
+
+
+def test_efficient_attention_backward_in_fp32_is_what_an_h200_measured():
+    # bench/measured/sdpa-h200-2026-11-28.json (torch 2.11): fp32, 2 x 24 heads x 2048 x 128, causal, the backward of a
+    # sum (an expanded gradient, which the kernel copies to a contiguous one): 303,170,560 bytes over the inputs
+    from oomdoctor.verify import simgpu
+
+    with simgpu.simulate("40GiB") as gpu:
+        assert simgpu.ACTIVE is not None
+        allocator = simgpu.ACTIVE.allocator
+        q, k, v = (torch.randn(2, 24, 2048, 128, device=gpu, requires_grad=True) for _ in range(3))
+        base = allocator.allocated
+        allocator.peak_allocated = base
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+        assert abs((allocator.peak_allocated - base) - 303_170_560) <= 4096
+
+
+def test_efficient_attention_scratch_with_wide_heads_adds_dk_dv_accumulators_per_key_split():
+    # head dims above 128 keep dk/dv out of registers: fp32 accumulators per key split (splits capped at
+    # 200 / (batch x heads): 2 x 4 heads -> 25, but 300 keys make only 5 blocks of 64)
+    from oomdoctor.verify.simgpu import efficient_backward_scratch
+
+    q, k, v = (torch.empty(2, 4, 300, 256, dtype=torch.float16, device="meta") for _ in range(3))
+    delta, workspace = efficient_backward_scratch((_model_grad(q), q, k, v))
+    assert delta == 2 * 4 * 300 * 4
+    assert workspace == 2 * 4 * (320 * 256 + 5 * 320 * (256 + 256)) * 4
+
+
 def test_flash_attention_forward_keeps_its_logsumexp_for_backward():
     # the forward's logsumexp (b, h, s) fp32 is an output autograd saves: allocated in forward, alive until backward
     b, h, s, d = 2, 3, 1000, 64

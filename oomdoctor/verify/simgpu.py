@@ -202,7 +202,54 @@ def flash_backward_scratch(args: tuple) -> list[int]:
     return scratch
 
 
-_SCRATCH = {"_scaled_dot_product_flash_attention_backward": flash_backward_scratch}
+def _align(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def efficient_backward_scratch(args: tuple) -> list[int]:
+    """Scratch of the memory-efficient (CUTLASS) attention backward as PyTorch runs it on CUDA (aten/src/ATen/native/
+    transformers/cuda/attention_backward.cu, _efficient_attention_backward; mem_eff_attention/kernel_backward.h):
+    - fp16/bf16: `delta` (batch, heads, queries) fp32, then the kernel's workspace, zeroed when keys are split: the
+      fp32 accumulator of dq (kNeedsAccumGradQ: the output is not fp32), queries rounded to the kernel's row block
+      (128 for head dims 65-128, else 64) by the head dim rounded to 64, per batch and head; with head dims above
+      128 (dk, dv not kept in registers) also fp32 accumulators of dk and dv per key split (keys rounded to 64,
+      splits capped at 200 / (batch x heads)).
+    - fp32: no workspace (the kernel accumulates in its output's dtype), but delta is computed outside the kernel
+      (kKernelComputesDelta holds for half only) as (grad_out * out).sum(-1).transpose(-2, -1).contiguous(): the
+      product (the output's size, fp32), its sum and the transposed copy live to the end of that expression.
+    Both take the output's gradient in (batch, queries, heads, dim) order and copy it when it is not contiguous there
+    (`grad_out.contiguous()`); a model's step hands it over contiguous, the gradient of a sum is an expanded one.
+    An H200 (torch 2.11, bench/measured/sdpa-h200-2026-11-28.json: fp32, 2 x 24 heads x 2048 x 128, causal, the
+    backward of a sum) measured 303,170,560 bytes over the inputs; the simulated device gives 303,171,584 (1 KiB over,
+    as its forward is; 252,839,936 without the copy, 251,659,264 with no scratch at all). sm70's own delta path is not
+    modelled."""
+    q, k, v = args[1], args[2], args[3]  # (b, h, m, d) as SDPA takes them
+    b, h, m, d = q.shape
+    n, dv = k.shape[2], v.shape[3]
+    rows = b * h * m * 4
+    if q.dtype == torch.float32:
+        return [*_grad_out_copy(args), b * h * m * dv * 4, rows, rows]
+    widest = max(d, dv)
+    block_i = 128 if 64 < widest <= 128 else 64
+    gq = _align(m, block_i) * _align(d, 64)
+    gkv = 0
+    if widest > 128:
+        splits = max(1, min(-(-n // 64), 200 // (b * h)))
+        gkv = splits * _align(n, 64) * (_align(d, block_i) + _align(dv, block_i))
+    return [*_grad_out_copy(args), rows, b * h * _align(gq + gkv, 4) * 4]
+
+
+def _grad_out_copy(args: tuple) -> list[int]:
+    """The output gradient's contiguous copy an attention backward makes when (batch, queries, heads, dim) order is
+    not how it is laid out."""
+    grad_out = args[0]
+    if grad_out.transpose(1, 2).is_contiguous():
+        return []
+    return [grad_out.numel() * grad_out.element_size()]
+
+
+_SCRATCH = {"_scaled_dot_product_flash_attention_backward": flash_backward_scratch,
+            "_scaled_dot_product_efficient_attention_backward": efficient_backward_scratch}
 
 # cuDNN convolutions (aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: the plan's workspace from the caching
 # allocator around each execution): the forward is one kernel, the backward one per gradient asked for (data, filter)
