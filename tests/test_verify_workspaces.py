@@ -151,6 +151,22 @@ def test_efficient_attention_backward_in_fp32_is_what_an_h200_measured():
         assert abs((allocator.peak_allocated - base) - 303_170_560) <= 4096
 
 
+def test_grouped_heads_math_forward_is_what_an_h200_measured():
+    # the same file: fp32, 24 query and 8 key/value heads (enable_gqa: the math kernel), forward 2,063,696,384 bytes over
+    # the inputs, with the H200's 32 MiB cuBLAS workspace and _safe_softmax's isneginf() bool the scores' size
+    from oomdoctor.verify import simgpu
+
+    with simgpu.simulate("140GiB", gpu="H200") as gpu:
+        assert simgpu.ACTIVE is not None
+        allocator = simgpu.ACTIVE.allocator
+        q = torch.randn(2, 24, 2048, 128, device=gpu, requires_grad=True)
+        k, v = (torch.randn(2, 8, 2048, 128, device=gpu, requires_grad=True) for _ in range(2))
+        base = allocator.allocated
+        allocator.peak_allocated = base
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        assert abs((allocator.peak_allocated - base) - 2_063_696_384) <= 4096
+
+
 def test_efficient_attention_scratch_with_wide_heads_adds_dk_dv_accumulators_per_key_split():
     # head dims above 128 keep dk/dv out of registers: fp32 accumulators per key split (splits capped at
     # 200 / (batch x heads): 2 x 4 heads -> 25, but 300 keys make only 5 blocks of 64)
