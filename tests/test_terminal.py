@@ -39,6 +39,16 @@ def test_text_report_matches_its_golden(case, width):
     assert all(len(line) <= width for line in got.splitlines())
 
 
+def test_a_path_wider_than_the_column_is_printed_whole_on_its_own_line(tmp_path):
+    # a folded path cannot be copied: it goes on a line of its own, whole (the terminal wraps it, not the report)
+    deep = tmp_path / ("runs-" + "x" * 40) / "job-2026-11-28-sweep-lr3e-5-bs16" / "rank0-train.log"
+    deep.parent.mkdir(parents=True)
+    deep.write_text(MSG + "\n", encoding="utf-8")
+    got = render(diagnose_path(str(deep)), width=80)
+    assert f"  {deep}:1" in got.splitlines()
+    assert any(line.startswith("  GPU 0 · step ? · phase unknown") for line in got.splitlines())
+
+
 DOCS = {"markdown": "md", "html": "html"}
 
 

@@ -82,7 +82,8 @@ def _indented(console: _Console, label: str, text: str, style: str = "") -> None
     console.print_once(("indented", label, text, style), grid)
 
 
-def _where(e: OOMEvent) -> str:
+def _where(e: OOMEvent) -> list[str]:
+    """The event's place: its file:line, then rank, GPU, step, phase and era."""
     parts = [f"{e.source}:{e.line}"]
     if e.rank is not None:
         parts.append(f"rank {e.rank}" + (" (first failure)" if e.root_cause else ""))
@@ -92,7 +93,7 @@ def _where(e: OOMEvent) -> str:
     parts.append(f"phase {e.phase}")
     if e.era:
         parts.append(f"PyTorch {e.era}" if e.kind in ("cuda_oom", "hip_oom", "xpu_oom") else e.era)
-    return " · ".join(parts)
+    return parts
 
 
 def verdict(report: Report) -> str:
@@ -126,7 +127,10 @@ def _event(console: _Console, i: int, n: int, e: OOMEvent) -> None:
     if not e.fatal:
         title.append("  (non-fatal: training went on)", style="yellow")
     console.print(title)
-    _indented(console, " ", _where(e), "dim")
+    where = _where(e)
+    if len(where[0]) > console.width - 2:  # a path wider than the column: on a line of its own, never broken (copied)
+        console.print(Text("  " + where.pop(0), style="dim"), soft_wrap=True)
+    _indented(console, " ", " · ".join(where), "dim")
     table = Table(show_header=False, box=None, padding=(0, 2))
     for key, label in _FIGURES:
         value = getattr(e, key)
