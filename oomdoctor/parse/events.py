@@ -546,6 +546,9 @@ class _EventReader:
             step = None  # the poster cut the log after this counter: it showed training, not the failing step
         if step is None and phase == "train":  # the frames show training: the bar after the set-up banner is its loop's
             step = bar_after_setup
+        if step is not None and phase in ("eval", "save") and (
+                opened := ctx.epoch_bar_before(self.markers, self._index_of(step.evidence.line), rank, source)):
+            step = opened  # the bars after the one an epoch's line opened count the evaluation's batches
         if step is not None and ctx.outside_training(frames, phase) and (ctx.in_sampler(frames) or (
                 self._unfinished_bar_before(step, frames) and not self._training_bar(step, rank))):
             step = None  # the bar counts an inference loop's inputs or a diffusion sampler's steps, not training steps
