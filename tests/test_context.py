@@ -1444,3 +1444,38 @@ def test_out_of_training_the_step_is_the_bar_an_epochs_line_opened():
     training = ('Traceback (most recent call last):\n  File "/site-packages/speechbrain/core.py", line 1044, in '
                 '_fit_train\n    loss = self.fit_batch(batch)\n')
     assert one(epoch + "Going into epoch 3\n" + _tqdm(12, range(6)) + training + MSG).step == 5
+
+
+def test_pykeens_batch_bar_counts_in_unit_scale_and_its_epoch_bar_counts_no_steps():
+    # the epoch bar around the batches' bar (tqdm unit "epoch"), redrawn after the batches' bar cleared itself
+    batches = "".join(f"Training batches on cpu:  {k * 12}%|█▎        | {k}.00/8.00 [00:00<00:00, 8.05batch/s]\x1b[A\r"
+                      for k in range(5))
+    epochs = "Training epochs on cpu:  25%|██▌       | 1/4 [00:01<00:05,  1.91s/epoch, loss=1.12, prev_loss=nan]\n"
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/pykeen/training/training_loop.py", line 707, in _train\n'
+              '    epoch_loss = self._train_epoch(\n')
+    event = one(epochs + batches + "\n" + epochs + frames + MSG)
+    assert (event.phase, event.step) == ("train", 4)
+    assert ctx.step_of(Line(1, None, "Evaluating on cpu:  50%|█████     | 29.0/58.0 [00:00<00:00, 555triple/s]")) is None
+    assert ctx.step_of(Line(1, None, " 40%|████      | 2/5 [00:02<00:03,  1.03epoch/s]")) is None
+    # a float total of another unit is no count (demucs' bar over seconds of audio)
+    assert ctx.step_of(Line(1, None, "100%|██████████| 4356.0/4356.0 [01:35<00:00, 45.42seconds/s]")) is None
+
+
+def test_a_memory_error_raised_from_the_oom_is_the_same_failure():
+    # torch_max_mem (PyKEEN's evaluation): halving the batch down to one, then "raise MemoryError(...) from error"
+    oom = ('Traceback (most recent call last):\n'
+           '  File "/site-packages/torch_max_mem/api.py", line 485, in wrapper_maximize_memory_utilization\n'
+           '    result = func(*bound_arguments.args, **p_kwargs, **kwargs)\n'
+           'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of '
+           '79.15 GiB of which 1.00 GiB is free.\n\n')
+    wrapped = ('The above exception was the direct cause of the following exception:\n\n'
+               'Traceback (most recent call last):\n'
+               '  File "/site-packages/torch_max_mem/api.py", line 494, in wrapper_maximize_memory_utilization\n'
+               '    raise MemoryError(\n'
+               "MemoryError: Execution did not even succeed with ('batch_size', 'slice_size') all equal to 1.\n")
+    assert [e.kind for e in events(oom + wrapped)] == ["cuda_oom"]
+    # a MemoryError while handling the OOM (saving to the host) is a second failure
+    handling = wrapped.replace("The above exception was the direct cause of the following exception",
+                               "During handling of the above exception, another exception occurred")
+    assert [e.kind for e in events(oom + handling)] == ["cuda_oom", "host_oom"]

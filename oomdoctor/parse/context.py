@@ -16,9 +16,13 @@ from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
+# A bar's count over its total; tqdm's unit_scale prints a whole count below 100 with zero decimals ("4.00/8.00",
+# "58.0/58.0"; 100 and up as they are, then "1.23k"), where a float total of another unit ("4356.0/4356.0 seconds")
+# is no count
+_COUNT = r"(?:(?P<n>\d{1,2})\.0{1,2}|(?P<n>\d{1,20}))/(?:(?P<total>\d{1,2})\.0{1,2}|(?P<total>\d{1,20}))(?![\d.])"
 TQDM = lazy(
-    r"(?:(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
-    r"|\|[^|\n]{1,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d{1,4}:\d\d"
+    r"(?:(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}" + _COUNT + r"\s{0,4}\[\d"
+    r"|\|[^|\n]{1,160}\|\s{0,4}" + _COUNT + r"\s{0,4}\[\d{1,4}:\d\d"
     r"|(?P<pct>\d{1,3})% [━─╸╺]{1,200} (?P<n>\d{1,20})/(?P<total>\d{1,20})(?:\s|$)"
     r"|\|[█-]{1,400}\|\s{0,4}(?P<pct>\d{1,3})(?:\.\d{1,2})?%\s{1,4}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\s\d{1,4}:\d\d)"
 )  # with bar glyphs, or without them (a notebook's plain-text tqdm: "63% 34/54 [00:42<00:25"); a bar_format
@@ -805,13 +809,16 @@ NON_TRAIN_BAR = lazy(
     # datasets' map/filter under any description ("Grouping texts in chunks of 1024: 100%|...| 80/80 [00:00<00:00,
     # 41287.60 examples/s]"; "ba/s" before datasets 2.x) counts the examples it prepares
     r"|(?:\d|\?) ?(?:examples|ba)/s\]"
+    # a bar over epochs ("Training epochs on cpu:  25%|██▌  | 1/4 [00:01<00:03,  1.28s/epoch, loss=1.12]", tqdm's unit
+    # "epoch"), around the batches' bar that counts the steps
+    r"|(?:\d|\?) ?(?:epochs?/s|s/epochs?)[,\]]"
 )
 # A literal every form of NON_TRAIN_BAR holds (a bar line holding none is not searched: ~0.5 us against ~10).
 NON_TRAIN_NEEDS = Literals((
     "Loading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
     "Resolving", "Saving", "Converting", "Quantiz", "Calibrat", "Capturing", "Computing", "Packing", "Running tokenizer",
     "Evaluating", "Validat", "Predict", "Test", "Batches", "mAP50-95)", "data", "files", "shards", "Scanning ",
-    "valid_loss=", "examples/s]", "ba/s]",
+    "valid_loss=", "examples/s]", "ba/s]", "epoch/s", "s/epoch", "epochs/s",
 ))
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".

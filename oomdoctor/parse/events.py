@@ -390,7 +390,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         first = lines[hit.idx]
         rank, rank_ev = reader.rank(hit)
         f = reader.figures(hit)
-        if hit.kind == "host_oom" and _merge_host_kill(events, lines, hit, rank):
+        if hit.kind == "host_oom" and (_merge_host_kill(events, lines, hit, rank) or _raised_from_oom(events, lines, hit)):
             continue
         if hit.kind == "tf_oom" and _merge_tf_op(events, first, f, rank, run):
             continue
@@ -478,6 +478,24 @@ def _merge_host_kill(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit, r
         if prev.rank is None and block_rank is not None:  # the Root Cause block names the rank
             events[-1] = prev.model_copy(update={"rank": block_rank})
         return True
+    return False
+
+
+RAISED_FROM_WINDOW_LINES = 400  # the wrapping exception's traceback, between the OOM's message and its own
+_DIRECT_CAUSE = "The above exception was the direct cause of the following exception"
+
+
+def _raised_from_oom(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit) -> bool:
+    """A MemoryError raised from the device OOM just read ("raise MemoryError(...) from error", as torch_max_mem does
+    when even a batch of one failed): the same failure, wrapped, not a second one on the host."""
+    prev = events[-1] if events else None
+    if prev is None or prev.kind == "host_oom" or lines[hit.idx].number - prev.end_line > RAISED_FROM_WINDOW_LINES:
+        return False
+    for ln in reversed(lines[max(0, hit.idx - RAISED_FROM_WINDOW_LINES) : hit.idx]):
+        if ln.number <= prev.end_line:
+            return False
+        if ln.text.lstrip().startswith(_DIRECT_CAUSE):
+            return True
     return False
 
 
