@@ -1358,3 +1358,124 @@ def test_kohyas_bilingual_summary_gives_the_batch_and_the_stack():
     cfg = config_from(normalize_region(1, lines), "x.log")
     assert (cfg["per_device_train_batch_size"].value, cfg["gradient_accumulation_steps"].value) == (4, 2)
     assert "sd_scripts" in cfg["stacks"].value
+
+
+def _tqdm(total: int, counts) -> str:
+    """An unlabelled tqdm bar over `total`, drawn at each of `counts`."""
+    return "".join(f" {100 * k // total}%|█         | {k}/{total} [00:00<00:00,  7.5it/s]\n" for k in counts)
+
+
+def test_a_function_named_with_the_word_eval_or_fit_names_its_phase():
+    # pytorch-accelerated's evaluation epoch inside its training run; Poutyne's fit at its first batch
+    evaluating = ('Traceback (most recent call last):\n'
+                  '  File "/site-packages/pytorch_accelerated/trainer.py", line 793, in _run_training\n'
+                  '    self._run_eval_epoch(self._eval_dataloader)\n'
+                  '  File "/site-packages/pytorch_accelerated/trainer.py", line 1019, in _run_eval_epoch\n'
+                  '    batch_output = self.calculate_eval_batch_loss(batch)\n'
+                  '  File "/site-packages/pytorch_accelerated/trainer.py", line 384, in calculate_eval_batch_loss\n'
+                  '    model_outputs = self.model(xb)\n')
+    assert one(evaluating + MSG).phase == "eval"
+    fitting = ('Traceback (most recent call last):\n'
+               '  File "/site-packages/poutyne/framework/model.py", line 622, in fit_generator\n'
+               '    self._fit_generator_one_batch_per_step(epoch_iterator, callback_list)\n'
+               '  File "/site-packages/poutyne/framework/model.py", line 709, in _fit_batch\n'
+               '    loss_tensor, batch_metrics, pred_y = self._compute_loss_and_metrics(\n')
+    assert (one(fitting + MSG).phase, one(fitting + MSG).step) == ("train", None)
+    # a word inside another word is not the word: a frame evaluating a retrieval is still "evaluat"'s, not "eval"'s
+    assert one(fitting.replace("_fit_batch", "_refit_batch").replace("fit_generator", "outfit") + MSG).phase == "unknown"
+
+
+def test_a_loops_start_line_for_evaluation_is_an_evaluation_banner():
+    # pytorch-accelerated prints "Starting eval epoch" before the evaluation's unlabelled bar (another total)
+    log = "Starting epoch 1\n" + _tqdm(12, range(13)) + "train_loss_epoch: 1.41\n\nStarting eval epoch\n" + _tqdm(4, [0])
+    event = one(log + MSG)
+    assert (event.phase, event.step) == ("eval", 12)
+    assert ctx.is_eval_banner("Starting evaluation run") and ctx.is_eval_banner("Beginning validation")
+    assert not ctx.is_eval_banner("Starting evaluations of the tokenizer") and not ctx.is_eval_banner("Starting training")
+
+
+def test_poutynes_progress_line_over_validation_or_test_batches_is_not_a_training_step():
+    train = "".join(f"Epoch: 2/3 Step: {k:2}/12  {100 * k / 12:5.2f}% |████      |ETA: 0.01s loss: 1.31 acc: 25.0\r"
+                    for k in range(1, 13))
+    val = "Epoch: 2/3 Step: 1/4  25.00% |█████     |ETA: 0.00s val_loss: 1.399517 val_acc: 25.000000"
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/poutyne/framework/model.py", line 767, in _validate\n'
+              '    loss, batch_metrics, pred_y = self._compute_loss_and_metrics(\n')
+    event = one(train + val + frames + MSG)
+    assert (event.phase, event.step) == ("eval", 12)
+    test = "Step: 3/5  60.00% |████████████        |ETA: 0.00s test_loss: 1.200241 test_acc: 62.500000\n"
+    assert ctx.step_of(Line(1, None, test.strip())) is None
+    assert ctx.step_of(Line(1, None, train.split("\r")[3])).n == 4
+
+
+def test_a_datasets_bar_under_any_description_counts_examples_not_steps():
+    # run_clm's group_texts map, its own description: "Grouping texts in chunks of 1024: ... examples/s]"
+    prep = ("Grouping texts in chunks of 16:   0%|          | 0/80 [00:00<?, ? examples/s]\n"
+            "Grouping texts in chunks of 16: 100%|██████████| 80/80 [00:00<00:00, 41287.60 examples/s]\n")
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/transformers/trainer.py", line 2674, in _inner_training_loop\n'
+              '    self._maybe_log_save_evaluate(tr_loss, grad_norm, model, trial, epoch, ignore_keys_for_eval)\n'
+              '  File "/site-packages/transformers/trainer.py", line 3134, in _maybe_log_save_evaluate\n'
+              '    metrics = self._evaluate(trial, ignore_keys_for_eval)\n'
+              '  File "/site-packages/transformers/trainer.py", line 4315, in evaluation_loop\n'
+              '    losses, logits, labels = self.prediction_step(model, inputs, prediction_loss_only)\n')
+    event = one(prep + _tqdm(12, range(5)).rstrip("\n") + frames + MSG)
+    assert (event.phase, event.step) == ("eval", 4)
+    assert ctx.step_of(Line(1, None, prep.splitlines()[1])) is None
+
+
+def test_out_of_training_the_step_is_the_bar_an_epochs_line_opened():
+    # SpeechBrain: "Going into epoch N", the epoch's training bar, its validation's unlabelled bar, the checkpoint
+    epoch = ("speechbrain.utils.epoch_loop - Going into epoch 2\n" + _tqdm(12, range(13))
+             + _tqdm(4, [0, 4]) + "speechbrain.utils.train_logger - epoch: 2, lr: 1.00e-02 - train loss: 1.2\n")
+    saving = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/speechbrain/utils/checkpoints.py", line 686, in save_and_keep_only\n'
+              '    self.save_checkpoint(meta=meta, end_of_epoch=end_of_epoch, name=name, verbosity=verbosity)\n'
+              '  File "/site-packages/speechbrain/utils/checkpoints.py", line 620, in save_checkpoint\n'
+              '    torch.save(obj.state_dict(), savepath)\n')
+    assert (one(epoch + saving + MSG).phase, one(epoch + saving + MSG).step) == ("save", 12)
+    # Brain.evaluate after fit: its test bar, another total, still running
+    testing = ('Traceback (most recent call last):\n'
+               '  File "/site-packages/speechbrain/core.py", line 1396, in evaluate\n'
+               '    loss = self.evaluate_batch(batch, stage=Stage.TEST)\n')
+    after = epoch + _tqdm(5, [0, 2])
+    assert (one(after + testing + MSG).phase, one(after + testing + MSG).step) == ("eval", 12)
+    # training failing in the next epoch's bar reads that bar, whatever line opened it
+    training = ('Traceback (most recent call last):\n  File "/site-packages/speechbrain/core.py", line 1044, in '
+                '_fit_train\n    loss = self.fit_batch(batch)\n')
+    assert one(epoch + "Going into epoch 3\n" + _tqdm(12, range(6)) + training + MSG).step == 5
+
+
+def test_pykeens_batch_bar_counts_in_unit_scale_and_its_epoch_bar_counts_no_steps():
+    # the epoch bar around the batches' bar (tqdm unit "epoch"), redrawn after the batches' bar cleared itself
+    batches = "".join(f"Training batches on cpu:  {k * 12}%|█▎        | {k}.00/8.00 [00:00<00:00, 8.05batch/s]\x1b[A\r"
+                      for k in range(5))
+    epochs = "Training epochs on cpu:  25%|██▌       | 1/4 [00:01<00:05,  1.91s/epoch, loss=1.12, prev_loss=nan]\n"
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/site-packages/pykeen/training/training_loop.py", line 707, in _train\n'
+              '    epoch_loss = self._train_epoch(\n')
+    event = one(epochs + batches + "\n" + epochs + frames + MSG)
+    assert (event.phase, event.step) == ("train", 4)
+    assert ctx.step_of(Line(1, None, "Evaluating on cpu:  50%|█████     | 29.0/58.0 [00:00<00:00, 555triple/s]")) is None
+    assert ctx.step_of(Line(1, None, " 40%|████      | 2/5 [00:02<00:03,  1.03epoch/s]")) is None
+    # a float total of another unit is no count (demucs' bar over seconds of audio)
+    assert ctx.step_of(Line(1, None, "100%|██████████| 4356.0/4356.0 [01:35<00:00, 45.42seconds/s]")) is None
+
+
+def test_a_memory_error_raised_from_the_oom_is_the_same_failure():
+    # torch_max_mem (PyKEEN's evaluation): halving the batch down to one, then "raise MemoryError(...) from error"
+    oom = ('Traceback (most recent call last):\n'
+           '  File "/site-packages/torch_max_mem/api.py", line 485, in wrapper_maximize_memory_utilization\n'
+           '    result = func(*bound_arguments.args, **p_kwargs, **kwargs)\n'
+           'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of '
+           '79.15 GiB of which 1.00 GiB is free.\n\n')
+    wrapped = ('The above exception was the direct cause of the following exception:\n\n'
+               'Traceback (most recent call last):\n'
+               '  File "/site-packages/torch_max_mem/api.py", line 494, in wrapper_maximize_memory_utilization\n'
+               '    raise MemoryError(\n'
+               "MemoryError: Execution did not even succeed with ('batch_size', 'slice_size') all equal to 1.\n")
+    assert [e.kind for e in events(oom + wrapped)] == ["cuda_oom"]
+    # a MemoryError while handling the OOM (saving to the host) is a second failure
+    handling = wrapped.replace("The above exception was the direct cause of the following exception",
+                               "During handling of the above exception, another exception occurred")
+    assert [e.kind for e in events(oom + handling)] == ["cuda_oom", "host_oom"]

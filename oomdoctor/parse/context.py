@@ -16,9 +16,13 @@ from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
+# A bar's count over its total; tqdm's unit_scale prints a whole count below 100 with zero decimals ("4.00/8.00",
+# "58.0/58.0"; 100 and up as they are, then "1.23k"), where a float total of another unit ("4356.0/4356.0 seconds")
+# is no count
+_COUNT = r"(?:(?P<n>\d{1,2})\.0{1,2}|(?P<n>\d{1,20}))/(?:(?P<total>\d{1,2})\.0{1,2}|(?P<total>\d{1,20}))(?![\d.])"
 TQDM = lazy(
-    r"(?:(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d"
-    r"|\|[^|\n]{1,160}\|\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20})\s{0,4}\[\d{1,4}:\d\d"
+    r"(?:(?P<pct>\d{1,3})%(?:\|[^|\n]{0,160}\||\s)\s{0,4}" + _COUNT + r"\s{0,4}\[\d"
+    r"|\|[^|\n]{1,160}\|\s{0,4}" + _COUNT + r"\s{0,4}\[\d{1,4}:\d\d"
     r"|(?P<pct>\d{1,3})% [━─╸╺]{1,200} (?P<n>\d{1,20})/(?P<total>\d{1,20})(?:\s|$)"
     r"|\|[█-]{1,400}\|\s{0,4}(?P<pct>\d{1,3})(?:\.\d{1,2})?%\s{1,4}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\s\d{1,4}:\d\d)"
 )  # with bar glyphs, or without them (a notebook's plain-text tqdm: "63% 34/54 [00:42<00:25"); a bar_format
@@ -44,6 +48,9 @@ IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d
 TORCHTUNE = lazy(r"^(?P<epoch>\d{1,9})\|(?P<n>\d{1,20})\|Loss: [\w+.-]{1,40}:\s{0,4}\d{1,3}%\|")
 # Keras 3's bar counts the epoch's batches: " 7/20 ━━━━━━━━━━━━━━━━━━━━ 1s 83ms/step - loss: ..."
 KERAS3 = lazy(r"^\s{0,4}(?P<n>\d{1,20})/(?P<total>\d{1,20}) ━{1,400} ")
+# Poutyne's progress line counts the validation (or test) batches as it counts training's ("Epoch: 2/3 Step: 1/4
+# 25.00% |█████     |ETA: 0.00s val_loss: 1.3995 val_acc: 25.0"): metrics that all name that loop, first to last
+EVAL_POSTFIX = lazy(r"\|ETA: [\d.:]{1,12}s?\s{1,4}(?:val|valid|test)_\w{1,40}: ")
 STEP_PATTERNS = (
     lazy(r"\bEpoch:?\s{0,2}\[\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # Epoch: [0][511/1736] (ImageNet example, torch7)
     lazy(r"\bEpoch\(train\)\s{0,3}\[\d{1,20}\]\s{0,3}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, epoch-based
@@ -82,6 +89,9 @@ STEP_NEEDS = ("Epoch", "Epoch(train)", "epoch", "Train", "Iter(train)", "Epoch["
 # A progress indicator or banner that names an evaluation loop: HF/Lightning/detectron2/mmengine/tqdm.
 EVAL_BANNER = lazy(
     r"\*{5} Running (?:Evaluation|Prediction) \*{5}|Validation DataLoader \d|^Validation:|^Evaluating\b"
+    # a loop's own start line, as TRAIN_BANNER reads training's: pytorch-accelerated's "Starting eval epoch",
+    # "Starting evaluation run"
+    r"|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the |an? )?(?:eval|evaluation|validation|testing)\b"
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
     r"|\bClass\s{1,20}Images\s{1,20}Instances\s{1,20}(?:Box|Mask|Pose)\(P\s"  # Ultralytics' validation bar
     r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)"
@@ -263,6 +273,8 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
     m = TQDM_OPEN.search(text) if gates.open_bar and "it [" in text else None
     if m:  # a data bar names what it walks before its count ("Tokenizing: 512it [...]"): not a step
         return None if NON_TRAIN_NEEDS.found_in(text[: m.start()]) else StepCount(int(m["n"]), None, True)
+    if "ETA: " in text and EVAL_POSTFIX.search(text):
+        return None
     for need, pat in gates.steps:
         m = pat.search(text) if need in text else None
         if m:
@@ -277,7 +289,7 @@ def may_be_frame(text: str) -> bool:
 
 def may_be_eval_banner(text: str) -> bool:
     """False when EVAL_BANNER cannot match: each of its forms holds one of these literals (a bar's, a % and a word)."""
-    return ("Running" in text or "DataLoader" in text or "Validation:" in text or "Evaluating" in text
+    return ("Running" in text or "DataLoader" in text or text.startswith(("Start", "Begin")) or "Validation:" in text or "Evaluating" in text
             or "nference" in text or "Epoch(" in text or "Iter(" in text or "] - ETA: " in text
             or "Images" in text or "━ 0s " in text  # Ultralytics' validation bar; Keras 3's bar at its total
             or ("%" in text and ("val" in text or "alid" in text or "est" in text or "redict" in text or "nfer" in text)))
@@ -561,6 +573,34 @@ def counter_before_inner_bars(markers: Markers, i: int, rank: int | None, source
 CLOSE_REDRAW_BACK_STEPS = 400
 # A line naming an epoch by its number ("epoch 0: {'accuracy': 0.81}", "Epoch 2 done"), glued after a bar or on its own
 EPOCH_MARK = lazy(r"\b[Ee]poch\s{0,2}\d{1,6}\b")
+EPOCH_OPENING_BACK_LINES = 2000  # how far back from an evaluation's bar the epoch's opening line is looked for
+
+
+def epoch_bar_before(markers: Markers, i: int, rank: int | None, source: str) -> Value | None:
+    """Out of training: the last count of the bar that the latest line naming an epoch opened ("Starting epoch 3",
+    SpeechBrain's "Going into epoch 3"), when the bar on lines[i] is a later one of another total: unlabelled bars
+    that tell training from evaluation only by their order (pytorch-accelerated, SpeechBrain). None when lines[i] draws
+    no bar, names an epoch itself, or no such epoch's bar precedes it."""
+    if (at := bar_step_at(markers, i, rank)) is None:
+        return None
+    steps, k = at
+    lines = markers.lines
+    opening = next((e for e in range(i, max(-1, i - EPOCH_OPENING_BACK_LINES), -1)
+                    if _same_rank(lines[e], rank) and "poch" in lines[e].text and EPOCH_MARK.search(lines[e].text)),
+                   None)
+    if opening is None or opening == i:
+        return None
+    first = bisect_right([s.idx for s in steps[max(0, k - CLOSE_REDRAW_BACK_STEPS) : k]], opening) \
+        + max(0, k - CLOSE_REDRAW_BACK_STEPS)
+    if first >= k or not all(s.bar for s in steps[first : k + 1]):
+        return None
+    last = first
+    while last + 1 < k and steps[last + 1].total == steps[first].total:
+        last += 1
+    epoch_bar = steps[last]
+    if epoch_bar.total is None or epoch_bar.total == steps[k].total:
+        return None
+    return Value(value=epoch_bar.n, evidence=_ev(source, lines[epoch_bar.idx]))
 
 
 def bar_spans_epochs(markers: Markers, i: int, rank: int | None) -> bool:
@@ -766,13 +806,19 @@ NON_TRAIN_BAR = lazy(
     # skorch's ProgressBar counts an epoch's training batches, then its validation ones, on one bar; its postfix names
     # the loop of the batch just drawn ("17/20 [00:02<00:00, 7.91it/s, valid_loss=2.66]"): not a training step
     r"|\d(?:it/s|s/it), valid_loss=[\w+.-]{1,24}\]"
+    # datasets' map/filter under any description ("Grouping texts in chunks of 1024: 100%|...| 80/80 [00:00<00:00,
+    # 41287.60 examples/s]"; "ba/s" before datasets 2.x) counts the examples it prepares
+    r"|(?:\d|\?) ?(?:examples|ba)/s\]"
+    # a bar over epochs ("Training epochs on cpu:  25%|██▌  | 1/4 [00:01<00:03,  1.28s/epoch, loss=1.12]", tqdm's unit
+    # "epoch"), around the batches' bar that counts the steps
+    r"|(?:\d|\?) ?(?:epochs?/s|s/epochs?)[,\]]"
 )
 # A literal every form of NON_TRAIN_BAR holds (a bar line holding none is not searched: ~0.5 us against ~10).
 NON_TRAIN_NEEDS = Literals((
     "Loading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
     "Resolving", "Saving", "Converting", "Quantiz", "Calibrat", "Capturing", "Computing", "Packing", "Running tokenizer",
     "Evaluating", "Validat", "Predict", "Test", "Batches", "mAP50-95)", "data", "files", "shards", "Scanning ",
-    "valid_loss=",
+    "valid_loss=", "examples/s]", "ba/s]", "epoch/s", "s/epoch", "epochs/s",
 ))
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
@@ -870,6 +916,13 @@ TRAIN_SETUP = lazy(r"^_?(?:init|initialize|create|setup|set_up|build|make|prepar
                    r"(?:_\w{1,30})?$")
 
 
+# "eval" as a word of a snake_case name says evaluation on its own: pytorch-accelerated's _run_eval_epoch and
+# calculate_eval_batch_loss. Not "save" (a script's quantize_and_save, or save_all pickling its data, runs more than
+# the save), nor "fit" alone (scikit-learn's fit_transform in a set-up): fit over batches, epochs or a generator is
+# training (Poutyne's fit_generator and _fit_batch, SpeechBrain's fit_batch, Keras 2's fit_generator).
+FIT_LOOP = lazy(r"(?:^|_)fit_(?:generator|batch|batches|epoch|step|loop|dataset|data|loader|one)(?:_|$)")
+
+
 def _phase_of_name(name: str) -> list[str]:
     if TRAIN_AND_EVAL.match(name):
         return ["train"]
@@ -880,6 +933,10 @@ def _phase_of_name(name: str) -> list[str]:
         return phases
     low = name.lower()
     phases += [p for p, subs in _PHASE_SUBSTRINGS if p not in phases and any(x in low for x in subs)]
+    if "eval" in low and "eval" not in phases and "eval" in low.split("_"):
+        phases.append("eval")
+    if "fit_" in low and "train" not in phases and FIT_LOOP.search(low):
+        phases.append("train")
     return phases
 
 

@@ -390,7 +390,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         first = lines[hit.idx]
         rank, rank_ev = reader.rank(hit)
         f = reader.figures(hit)
-        if hit.kind == "host_oom" and _merge_host_kill(events, lines, hit, rank):
+        if hit.kind == "host_oom" and (_merge_host_kill(events, lines, hit, rank) or _raised_from_oom(events, lines, hit)):
             continue
         if hit.kind == "tf_oom" and _merge_tf_op(events, first, f, rank, run):
             continue
@@ -481,6 +481,24 @@ def _merge_host_kill(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit, r
     return False
 
 
+RAISED_FROM_WINDOW_LINES = 400  # the wrapping exception's traceback, between the OOM's message and its own
+_DIRECT_CAUSE = "The above exception was the direct cause of the following exception"
+
+
+def _raised_from_oom(events: list[OOMEvent], lines: Sequence[Line], hit: _Hit) -> bool:
+    """A MemoryError raised from the device OOM just read ("raise MemoryError(...) from error", as torch_max_mem does
+    when even a batch of one failed): the same failure, wrapped, not a second one on the host."""
+    prev = events[-1] if events else None
+    if prev is None or prev.kind == "host_oom" or lines[hit.idx].number - prev.end_line > RAISED_FROM_WINDOW_LINES:
+        return False
+    for ln in reversed(lines[max(0, hit.idx - RAISED_FROM_WINDOW_LINES) : hit.idx]):
+        if ln.number <= prev.end_line:
+            return False
+        if ln.text.lstrip().startswith(_DIRECT_CAUSE):
+            return True
+    return False
+
+
 def _attach_root_cause_rank(events: list[OOMEvent], root_rank: Value | None) -> None:
     """torchelastic names the failing rank; give it to the one event whose message carried no prefix."""
     if root_rank is None:
@@ -546,6 +564,9 @@ class _EventReader:
             step = None  # the poster cut the log after this counter: it showed training, not the failing step
         if step is None and phase == "train":  # the frames show training: the bar after the set-up banner is its loop's
             step = bar_after_setup
+        if step is not None and phase in ("eval", "save") and (
+                opened := ctx.epoch_bar_before(self.markers, self._index_of(step.evidence.line), rank, source)):
+            step = opened  # the bars after the one an epoch's line opened count the evaluation's batches
         if step is not None and ctx.outside_training(frames, phase) and (ctx.in_sampler(frames) or (
                 self._unfinished_bar_before(step, frames) and not self._training_bar(step, rank))):
             step = None  # the bar counts an inference loop's inputs or a diffusion sampler's steps, not training steps
