@@ -386,6 +386,24 @@ def test_zero_stage_from_deepspeeds_config_print_and_the_config_files_name():
     assert "zero_stage" not in _config("loading hero3.json")
 
 
+def test_the_run_configuration_each_popular_stack_prints_at_start():
+    # the exact start-up prints of DeepSpeed's engine (dots padded to a column, down to two), accelerate's environment
+    # summary, Lightning's AMP and process-group lines, and torchtune's resolved recipe config
+    ds = _config("[INFO] [config.py:992:print]   bfloat16_enabled ............. True",
+                 "[INFO] [config.py:992:print]   fp16_enabled ................. False",
+                 "[INFO] [config.py:992:print]   gradient_accumulation_steps .. 8")
+    assert (ds["bf16"], ds["fp16"], ds["gradient_accumulation_steps"]) == (True, False, 8)
+    assert _config("Num processes: 8", "Process index: 0")["world_size"] == 8
+    lightning = _config("Using bfloat16 Automatic Mixed Precision (AMP)",
+                        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4")
+    assert (lightning["bf16"], lightning["world_size"]) == (True, 4)
+    assert _config("INFO: Using 16bit Automatic Mixed Precision (AMP)")["fp16"] is True
+    assert _config("All distributed processes registered. Starting with 2 processes")["world_size"] == 2
+    assert _config("enable_activation_checkpointing: false")["gradient_checkpointing"] is False
+    # a full stop ending a sentence is no column padding
+    assert "per_device_train_batch_size" not in _config("Lower the batch_size. 8 GPUs are not enough")
+
+
 def test_zeros_gradient_bucket_size_and_overlap_comm_in_every_spelling():
     printed = ("[INFO] [config.py:1003:print]   zero_config .................. stage=2 contiguous_gradients=True "
                "reduce_scatter=True reduce_bucket_size=500000000 allgather_partitions=True "

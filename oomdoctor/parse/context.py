@@ -1292,9 +1292,10 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "gradient_accumulation_steps": ("gradient_accumulation_steps", "accumulate_grad_batches",
                                     "gradient_accumulation", "grad_accum", "accumulation_steps", "grad_accum_steps"),
     "gradient_checkpointing": ("gradient_checkpointing", "activation_checkpointing", "use_gradient_checkpointing",
-                               "grad_checkpoint", "use_checkpoint", "recompute_activations", "checkpoint_activations"),
-    "bf16": ("bf16", "precision", "mixed_precision", "Mixed precision type"),
-    "fp16": ("fp16", "amp", "use_amp"),
+                               "grad_checkpoint", "use_checkpoint", "recompute_activations", "checkpoint_activations",
+                               "enable_activation_checkpointing"),  # torchtune's recipe configs
+    "bf16": ("bf16", "precision", "mixed_precision", "Mixed precision type", "bfloat16_enabled"),  # DeepSpeedEngine's
+    "fp16": ("fp16", "amp", "use_amp", "fp16_enabled"),
     "max_seq_length": ("max_seq_length", "max_seq_len", "sequence_len", "seq_length", "cutoff_len",
                        "model_max_length", "max_length", "block_size", "seq_len", "max_source_length",
                        "max_len", "context_length", "max_position_embeddings_used", "max_seq_len_to_capture"),
@@ -1311,7 +1312,8 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     # TRL's KL coefficient (GRPO/PPO/DPO configs): above 0 the trainer keeps a frozen reference copy of the policy
     "kl_beta": ("beta", "kl_coef", "init_kl_coef", "kl_beta"),
     # not HF's n_gpu: the GPUs one process drives (1 under DDP, "_n_gpu=1" in every TrainingArguments dump)
-    "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "num_gpus"),
+    "world_size": ("world_size", "WORLD_SIZE", "num_processes", "nproc_per_node", "num_gpus",
+                   "Num processes"),  # accelerate's environment summary ("Num processes: 8")
     "model_name": ("model_name_or_path", "base_model", "pretrained_model_name_or_path", "model_name", "model_id",
                    "model_path", "pretrained", "arch"),  # arch: torchvision reference scripts (resnet152)
     "optimizer": ("optim", "optimizer"),
@@ -1329,7 +1331,8 @@ CONFIG_ALIASES: dict[str, tuple[str, ...]] = {
 _ALIAS_TO_KEY = {a: k for k, aliases in CONFIG_ALIASES.items() for a in aliases}
 CONFIG_KV = lazy(
     r"(?<![\w.])-{0,2}(?P<key>" + "|".join(sorted(map(regex.escape, _ALIAS_TO_KEY), key=len, reverse=True)) + r")"
-    r"['\"]?\s{0,3}(?:[:=]\s{0,3}|\.{3,}\s{1,3}|\s(?=\S))['\"]?(?P<value>(?!--)[\w./@:+-]{1,200})"  # "--x" is the next option
+    # DeepSpeed pads its config print to a column with dots, down to one or two: "gradient_accumulation_steps .. 8"
+    r"['\"]?\s{0,3}(?:[:=]\s{0,3}|(?:(?<=\s)\.{1,2}|\.{3,})\s{1,3}|\s(?=\S))['\"]?(?P<value>(?!--)[\w./@:+-]{1,200})"  # "--x" is the next option
 )
 # A switch given bare in a launch command ("... --bf16 --gradient_checkpointing \\"): argparse's store_true, HF's
 # bool fields. Only where no value follows: the next token is another option, a line continuation or the end.
@@ -1399,6 +1402,11 @@ HF_BANNER_BATCH = lazy(r"(?:(?<=^(?:\[[\w.]{1,40}\] )?\s{0,8})|(?<=\s{2}|\|\s))(
 # "  batch size per device / バッチサイズ: 4", "  gradient accumulation steps / 勾配を合計するステップ数 = 1".
 KOHYA_SUMMARY = lazy(r"^\s{0,8}(?P<what>batch size per device|gradient accumulation steps) / [^\n:=]{1,40}?\s{0,2}[:=]\s{0,2}"
                      r"(?P<v>\d{1,9})\s*$")
+# Lightning's start-up lines: its automatic mixed precision ("Using bfloat16 Automatic Mixed Precision (AMP)", "Using
+# 16bit ..." for 16-mixed) and its process group ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4", "All
+# distributed processes registered. Starting with 4 processes").
+LIGHTNING_RUN = lazy(r"\bUsing (?P<amp>bfloat16|16bit) Automatic Mixed Precision \(AMP\)"
+                     r"|\bMEMBER: \d{1,6}/(?P<world>\d{1,6})\b|\bStarting with (?P<world>\d{1,6}) processes\b")
 _KOHYA_KEYS = {"batch size per device": "per_device_train_batch_size",
                "gradient accumulation steps": "gradient_accumulation_steps"}
 _HF_BANNER_KEYS = {"Instantaneous batch size per device": "per_device_train_batch_size",
@@ -1672,6 +1680,11 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         for m in HF_BANNER_BATCH.finditer(text):
             cfg[_HF_BANNER_KEYS[m["what"]]] = Value(value=int(m["v"]), evidence=_ev(source, ln))
             found = True
+    if ("Mixed Precision (AMP)" in text or "MEMBER: " in text or "Starting with " in text) and (
+            m := LIGHTNING_RUN.search(text)):
+        key, val = ("world_size", int(m["world"])) if m["world"] else ("bf16" if m["amp"] == "bfloat16" else "fp16", True)
+        cfg[key] = Value(value=val, evidence=_ev(source, ln))
+        found = True
     if " / " in text and ("atch size" in text or "ccumulation steps" in text) and (m := KOHYA_SUMMARY.match(text)):
         cfg[_KOHYA_KEYS[m["what"]]] = Value(value=int(m["v"]), evidence=_ev(source, ln))
         found = True
