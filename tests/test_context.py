@@ -135,6 +135,22 @@ def test_hand_written_memory_prints_become_samples():
         (40, None, 10234 * 2**20)]
 
 
+def test_axolotl_and_torchtune_memory_metrics_become_samples():
+    # axolotl's metric dict names the unit in the key; torchtune's StdoutLogger prints its peaks in GiB with none
+    from oomdoctor.parse.context import memory_samples
+    from oomdoctor.units import to_bytes
+
+    lines = ["{'loss': 2.0312, 'grad_norm': 59.5, 'learning_rate': 4.95e-06, 'memory/max_mem_active(gib)': 34.89, "
+             "'memory/max_mem_allocated(gib)': 34.89, 'memory/device_mem_reserved(gib)': 41.26, 'epoch': 2.0}",
+             "Step 10 | loss:1.2345 lr:2e-05 tokens_per_second_per_gpu:1234.5 peak_memory_active:16.4 "
+             "peak_memory_alloc:16.4 peak_memory_reserved:17.1 "]
+    got = memory_samples([Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(lines)], "t.log")
+    gib = [to_bytes(v, "GiB") for v in ("34.89", "41.26", "16.4", "17.1")]
+    assert [(s.max_allocated_bytes, s.reserved_bytes, s.max_reserved_bytes) for s in got] == [
+        (gib[0], gib[1], None), (gib[2], None, gib[3])]
+    assert got[1].step == 10
+
+
 def test_attention_scores_are_recognised_as_the_operation():
     tb = ('Traceback (most recent call last):\n  File "model.py", line 40, in forward\n'
           '    attn_weights = torch.matmul(query, key.transpose(2, 3)) / math.sqrt(self.head_dim)\n' + MSG)

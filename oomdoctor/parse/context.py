@@ -1770,15 +1770,20 @@ TITAN_MEMORY = lazy(r"\bstep:\s{0,4}(?P<step>\d{1,20})\b.{0,200}?\bmemory:\s{0,4
 # start (no reset): never falling by construction, it would read as growth every step, so it is not a sample.
 MMENGINE_MEMORY = lazy(r"^(?:Epoch|Iter)\(train\)\s{0,3}\[[^\n]{0,400}?\bmemory:\s{0,3}(?P<mem>\d{1,9})(?=[,\s]|$)")
 # Hand-written and library memory prints: torch.cuda.memory_allocated()/max_memory_allocated()/memory_reserved()
-# with any unit, detectron2's max_mem, Lightning DeviceStatsMonitor keys, "Allocated memory: 12.3 GB".
+# with any unit, detectron2's max_mem, Lightning DeviceStatsMonitor keys, "Allocated memory: 12.3 GB"; axolotl's
+# metrics, the unit in the key ("'memory/max_mem_allocated(gib)': 34.89, 'memory/device_mem_reserved(gib)': 41.26"),
+# and torchtune's, in GiB with no unit ("Step 10 | loss:1.23 ... peak_memory_alloc:16.4 peak_memory_reserved:17.1").
 HAND_MEMORY = lazy(
-    r"(?P<key>max_memory_allocated|memory_allocated|max_memory_reserved|memory_reserved|max_mem|allocated_bytes\.all\.current"
+    r"(?P<key>(?:max_mem_active|max_mem_allocated|device_mem_reserved)\((?P<kunit>gib|mib)\)"
+    r"|peak_memory_(?:active|alloc|reserved)(?=:)"
+    r"|max_memory_allocated|memory_allocated|max_memory_reserved|memory_reserved|max_mem|allocated_bytes\.all\.current"
     r"|reserved_bytes\.all\.current|[Aa]llocated(?: memory| mem)?|[Rr]eserved(?: memory| mem)?|GPU mem(?:ory)?(?: used)?)"
     r"(?:\(\))?['\"]?\s{0,3}[:=]?\s{0,3}(?P<v>\d{1,12}(?:\.\d{1,6})?(?:[eE][+-]?\d{1,2})?)\s{0,2}"
     r"(?P<unit>[KMGT]i?B|[KMGT](?![a-zA-Z])|bytes|B\b)?"
 )
 OOM_TEXT = lazy(r"out of memory|Tried to allocate|OutOfMemory|OOM when allocating|RESOURCE_EXHAUSTED", regex.I)
 _HAND_UNIT = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB", "bytes": "B", "B": "B"}
+_KEY_UNIT = {"gib": "GiB", "mib": "MiB"}  # the unit an axolotl metric's key names
 HF_MEMORY = lazy(r"['\"](?:train_)?(?:max_)?(?:memory_allocated|gpu_mem(?:ory)?|mem_gpu_peaked_delta)['\"]:\s{0,2}(?P<v>\d{1,20}(?:\.\d{1,20})?)")
 
 
@@ -1915,7 +1920,11 @@ def _hand_figures(ln: Line) -> dict[str, int]:
     for m in HAND_MEMORY.finditer(ln.text):
         unit = m["unit"]
         raw = m["v"]
-        if unit is None:
+        if unit is None and m["kunit"]:
+            unit = _KEY_UNIT[m["kunit"]]
+        elif unit is None and m["key"].startswith("peak_memory_"):
+            unit = "GiB"  # torchtune's get_memory_stats: bytes / 1024**3
+        elif unit is None:
             if "bytes" not in m["key"] or "e" in raw.lower():
                 continue  # a bare number is only trusted as bytes from a *_bytes key
             unit = "B"
@@ -1924,8 +1933,9 @@ def _hand_figures(ln: Line) -> dict[str, int]:
         except UnitError:
             continue
         key = m["key"].lower()
-        field = ("max_reserved_bytes" if "reserved" in key and "max" in key else "reserved_bytes" if "reserved" in key
-                 else "max_allocated_bytes" if "max" in key else "allocated_bytes")
+        peak = "max" in key or "peak" in key
+        field = ("max_reserved_bytes" if "reserved" in key and peak else "reserved_bytes" if "reserved" in key
+                 else "max_allocated_bytes" if peak else "allocated_bytes")
         got.setdefault(field, value)
     return got
 
