@@ -76,6 +76,10 @@ CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
     "liger_kernel": ("bool", "Liger-Kernel's fused linear cross-entropy on (use_liger_kernel, enable_liger_kernel, "
                              "axolotl's liger_fused_linear_cross_entropy)"),
     "quantized_weights": ("bool", "the weights were loaded quantised (bitsandbytes 4/8-bit, GPTQ, AWQ, QLoRA, GGUF)"),
+    "bitsandbytes_unavailable": ("bool", "bitsandbytes said it was built without GPU support: its 8-bit optimizers and "
+                                         "GPU quantisation were not available to the run"),
+    "xformers_unavailable": ("bool", "xFormers could not load its CUDA extensions (or was missing): its "
+                                     "memory-efficient attention was not available to the run"),
     "hidden_size": ("int", "model hidden size, from the printed model config"),
     "num_layers": ("int", "transformer layers, from the printed model config"),
     "vocab_size": ("int", "vocabulary size, from the printed model config"),
@@ -402,6 +406,9 @@ def _config(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evi
     out["optimizer_is_adam"] = None if opt is None else "adam" in opt
     out["optimizer_is_8bit"] = None if opt is None else any(t in opt for t in ("8bit", "bnb", "int8"))
     ev["optimizer_is_adam"] = ev["optimizer_is_8bit"] = ev.get("optimizer", ())
+    if out["optimizer_is_8bit"] and out["bitsandbytes_unavailable"]:  # asked for, but bitsandbytes could not give it
+        out["optimizer_is_8bit"] = False
+        ev["optimizer_is_8bit"] += ev.get("bitsandbytes_unavailable", ())
 
 
 def _known_shape(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:

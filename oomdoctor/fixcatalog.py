@@ -278,13 +278,18 @@ def _gc_threshold(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _lighter_opt(d: Derived) -> tuple[Changes, str | None]:
-    return {
+    changes: Changes = {
         "training_args": {"optim": "adamw_bnb_8bit"},
         "axolotl_yaml": {"optimizer": "adamw_bnb_8bit"},
         "llama_factory_yaml": {"optim": "adamw_bnb_8bit"},
         "sd_scripts": {"--optimizer_type": "AdamW8bit"},
         "code": "import bitsandbytes as bnb\noptimizer = bnb.optim.AdamW8bit(model.parameters(), lr=lr)",
-    }, "AdamW state falls from 8 to 2 bytes per trainable parameter"
+    }
+    effect = "AdamW state falls from 8 to 2 bytes per trainable parameter"
+    if _v(d, "bitsandbytes_unavailable") is True:  # the run asked for it; its bitsandbytes could not give it
+        changes["shell"] = "pip install -U bitsandbytes  # a build with CUDA support; python -m bitsandbytes checks it"
+        effect += " (this run's bitsandbytes was built without GPU support: install a CUDA build first)"
+    return changes, effect
 
 
 def _deepspeed_only(d: Derived, changes: Changes) -> Changes:

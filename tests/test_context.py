@@ -420,6 +420,27 @@ def test_the_run_configuration_each_popular_stack_prints_at_start():
     assert "per_device_train_batch_size" not in _config("Lower the batch_size. 8 GPUs are not enough")
 
 
+def test_a_memory_saver_that_did_not_load_is_recorded_and_an_8bit_optimizer_it_was_to_give_is_not_assumed():
+    bnb = ("/usr/lib/python3/dist-packages/bitsandbytes/cextension.py:34: UserWarning: The installed version of "
+           "bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization "
+           "are unavailable.")
+    assert _config(bnb)["bitsandbytes_unavailable"] is True
+    assert _config("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:")[
+        "xformers_unavailable"] is True
+    assert _config("No module 'xformers'. Proceeding without it.")["xformers_unavailable"] is True
+    assert not {"bitsandbytes_unavailable", "xformers_unavailable"} & _config(
+        "Applying attention optimization: xformers... done.", "bitsandbytes 0.45.0 loaded").keys()
+
+    from oomdoctor.facts import derive
+    from oomdoctor.parse.events import parse_text
+
+    def eight_bit(*lines: str) -> object:
+        return derive(parse_text("\n".join((*lines, MSG)), "train.log"), 0).values["optimizer_is_8bit"]
+
+    assert eight_bit("optim=paged_adamw_8bit,") is True
+    assert eight_bit("optim=paged_adamw_8bit,", bnb) is False  # the 8-bit optimizer was asked for, not given
+
+
 def test_zeros_gradient_bucket_size_and_overlap_comm_in_every_spelling():
     printed = ("[INFO] [config.py:1003:print]   zero_config .................. stage=2 contiguous_gradients=True "
                "reduce_scatter=True reduce_bucket_size=500000000 allgather_partitions=True "

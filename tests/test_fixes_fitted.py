@@ -225,3 +225,12 @@ def test_with_no_stack_named_both_hf_keys_and_loop_code_are_offered():
     changes = build_fix("halve-batch", run(per_device_train_batch_size=8)).changes
     assert set(changes) == {"training_args", "code"} and "batch_size=4" in changes["code"]
     assert "code" not in build_fix("halve-batch", run(stack_hf_trainer=True, per_device_train_batch_size=8)).changes
+
+
+def test_an_8bit_optimizer_bitsandbytes_could_not_give_is_offered_with_the_install_first():
+    assert fitted(["lighter-optimizer"], run(optimizer_is_8bit=True)) == []
+    d = run(optimizer_is_8bit=False, bitsandbytes_unavailable=True, stack_hf_trainer=True)
+    assert fitted(["lighter-optimizer"], d) == ["lighter-optimizer"]
+    fix = build_fix("lighter-optimizer", d)
+    assert "pip install -U bitsandbytes" in fix.changes["shell"] and "without GPU support" in (fix.effect or "")
+    assert "shell" not in build_fix("lighter-optimizer", run(stack_hf_trainer=True)).changes

@@ -1407,6 +1407,13 @@ KOHYA_SUMMARY = lazy(r"^\s{0,8}(?P<what>batch size per device|gradient accumulat
 # distributed processes registered. Starting with 4 processes").
 LIGHTNING_RUN = lazy(r"\bUsing (?P<amp>bfloat16|16bit) Automatic Mixed Precision \(AMP\)"
                      r"|\bMEMBER: \d{1,6}/(?P<world>\d{1,6})\b|\bStarting with (?P<world>\d{1,6}) processes\b")
+# A memory saver the run meant to use that did not load: bitsandbytes built without GPU support ("The installed version
+# of bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are
+# unavailable."), xFormers without its extensions ("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. ...
+# Memory-efficient attention, SwiGLU, sparse and more won't be available.") or missing (AUTOMATIC1111's "No module
+# 'xformers'. Proceeding without it.").
+SAVER_UNAVAILABLE = lazy(r"(?P<bitsandbytes>bitsandbytes was compiled without GPU support)"
+                         r"|(?P<xformers>xFormers can't load C\+\+/CUDA extensions|No module 'xformers'\. Proceeding without it)")
 _KOHYA_KEYS = {"batch size per device": "per_device_train_batch_size",
                "gradient accumulation steps": "gradient_accumulation_steps"}
 _HF_BANNER_KEYS = {"Instantaneous batch size per device": "per_device_train_batch_size",
@@ -1680,6 +1687,11 @@ def _config_line(ln: Line, text: str, source: str, cfg: dict[str, Value], stacks
         for m in HF_BANNER_BATCH.finditer(text):
             cfg[_HF_BANNER_KEYS[m["what"]]] = Value(value=int(m["v"]), evidence=_ev(source, ln))
             found = True
+    if ("without GPU support" in text or "xFormers can" in text or "xformers" in text) and (
+            m := SAVER_UNAVAILABLE.search(text)):
+        cfg["bitsandbytes_unavailable" if m["bitsandbytes"] else "xformers_unavailable"] = Value(
+            value=True, evidence=_ev(source, ln))
+        found = True
     if ("Mixed Precision (AMP)" in text or "MEMBER: " in text or "Starting with " in text) and (
             m := LIGHTNING_RUN.search(text)):
         key, val = ("world_size", int(m["world"])) if m["world"] else ("bf16" if m["amp"] == "bfloat16" else "fp16", True)
