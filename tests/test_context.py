@@ -1241,6 +1241,9 @@ def test_a_bar_over_an_iterable_without_a_length_counts_steps():
     assert step("Tokenizing: 512it [00:01, 400.0it/s]") is None
     assert step("Evaluating: 37it [00:10,  3.60it/s]") is None
     assert step("throughput 12.5it [00:01]") is None
+    assert step("Training datasets: 12it [00:01, 9.1it/s]") is None
+    # a label that only holds one of those words is no data bar: "data" alone, "files" in a loop's name
+    assert step("Training data loop: 37it [00:10,  3.60it/s, loss=0.5]") == ctx.StepCount(37, None, True)
 
 
 def test_a_training_heading_between_two_rules_starts_training():

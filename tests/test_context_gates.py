@@ -67,7 +67,8 @@ def test_each_step_pattern_matches_only_lines_holding_its_literal(texts):
     ("SAVE_BANNER", lambda t: "aving" in t or "Summoning" in t), ("TRAIN_BANNER", lambda t: "raining" in t or "Epoch " in t),
     ("LIGHTNING", lambda t: t.startswith("Epoch ")), ("IGNITE", lambda t: "%" in t and "Epoch" in t),
     ("TORCHTUNE", lambda t: "|Loss: " in t), ("LOOP_ENDED", lambda t: "Epoch(" in t or "Iter(" in t),
-    ("NON_TRAIN_BAR", ctx.NON_TRAIN_NEEDS.found_in), ("EPOCH_MARK", lambda t: "poch" in t),
+    ("NON_TRAIN_BAR", ctx.NON_TRAIN_NEEDS.found_in), ("NON_TRAIN_OPEN", ctx.NON_TRAIN_NEEDS.found_in),
+    ("EPOCH_MARK", lambda t: "poch" in t),
 ])
 def test_each_gate_passes_every_line_its_pattern_matches(texts, pattern, gate):
     pat = getattr(ctx, pattern)

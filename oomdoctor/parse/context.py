@@ -272,7 +272,9 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
             return StepCount(int(m["n"]), None, True)
     m = TQDM_OPEN.search(text) if gates.open_bar and "it [" in text else None
     if m:  # a data bar names what it walks before its count ("Tokenizing: 512it [...]"): not a step
-        return None if NON_TRAIN_NEEDS.found_in(text[: m.start()]) else StepCount(int(m["n"]), None, True)
+        label = text[: m.start()]
+        walks_other = NON_TRAIN_NEEDS.found_in(label) and NON_TRAIN_OPEN.search(label)
+        return None if walks_other else StepCount(int(m["n"]), None, True)
     if "ETA: " in text and EVAL_POSTFIX.search(text):
         return None
     for need, pat in gates.steps:
@@ -794,13 +796,19 @@ def frames_before(lines: Sequence[Line], idx: int, rank: int | None, limit: int 
 
 _PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("evaluat", "validat", "inference")),
                      ("generate", ("generate",)), ("train", ("train_", "training", "_train")))
-NON_TRAIN_BAR = lazy(
+# The label of a bar that walks something other than training steps: data, an evaluation, a conversion.
+_NON_TRAIN_LABEL = (
     r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
     r"|Quantiz|Calibrat"  # post-training quantization walks the layers: not a training step
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test"
     r"|Batches(?=:)"  # sentence-transformers' encode(): embedding a corpus, not training
     r"|\bmAP50-95\)"  # Ultralytics' validation bar, headed "Class Images Instances Box(P R mAP50 mAP50-95): 50%"
-    r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)[^|%]{0,80}\d{1,3}%[|\s]"  # building data: "Training datasets: 100%|"
+    r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)"  # building data: "Training datasets: 100%|"
+)
+# The same label before an open bar's count (tqdm over an iterable without a length): "Tokenizing: 512it [00:01, ...]"
+NON_TRAIN_OPEN = lazy(_NON_TRAIN_LABEL + r"[^|%\n]{0,80}$")
+NON_TRAIN_BAR = lazy(
+    _NON_TRAIN_LABEL + r"[^|%]{0,80}\d{1,3}%[|\s]"
     # Ultralytics checking its labels: "train: Scanning /data/labels/train... 40 images, 0 corrupt: 100% ━━━ 40/40"
     r"|\bScanning [^|%\n]{0,400}\d{1,3}%[|\s]"
     # skorch's ProgressBar counts an epoch's training batches, then its validation ones, on one bar; its postfix names
