@@ -276,9 +276,6 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m: {"gpu_index": int(m["gpu"]) if m["gpu"] else None}),
     MessageFormat("HIP_ERROR", ("HIP error", "hipErrorOutOfMemory"), P.HIP_ERROR, "hip_oom", recognise_only=True),
     MessageFormat("XPU_DEVICE_MEMORY", ("OUT_OF_DEVICE_MEMORY",), P.XPU_DEVICE_MEMORY, "xpu_oom", recognise_only=True),
-    MessageFormat("GGML_BUFFER", ("to allocate CUDA",), P.GGML_BUFFER, "cuda_error", lambda m: {
-        "requested_bytes": int(m["requested"]) if m["requested"] else None, "gpu_index": int(m["gpu"])},
-        same_failure=True),
     MessageFormat("DIRECTML_ALLOC", ("GPU video memory",), P.DIRECTML_ALLOC, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "detail": {"backend": "directml"}}),
     MessageFormat("DEEPSPEED_WORKSPACE", ("Workspace can't be allocated",), P.DEEPSPEED_WORKSPACE, "cuda_error",
@@ -292,6 +289,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}),
     MessageFormat("GGML_CUDA", ("cudaMalloc failed: out of memory",), P.GGML_CUDA, "cuda_error", lambda m: {
         "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])}),
+    # after GGML_CUDA, whose message holds this line as its exact size
+    MessageFormat("GGML_BUFFER", ("to allocate CUDA",), P.GGML_BUFFER, "cuda_error", lambda m: {
+        "requested_bytes": int(m["requested"]) if m["requested"] else None, "gpu_index": int(m["gpu"])},
+        same_failure=True),
     MessageFormat("CUPY_POOL", ("ut of memory to allocate", "Out of memory allocating"), P.CUPY_POOL, "cuda_oom",
                   lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
     MessageFormat("FAISS_GPU", ("cudaMalloc error out of memory",), P.FAISS_GPU, "cuda_error", lambda m: {
