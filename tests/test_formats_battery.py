@@ -55,6 +55,23 @@ BATTERY = [
      "PYTORCH_MLU_ALLOC_CONF=expandable_segments:True to avoid fragmentation.", "cuda_oom", True,
      {"free_bytes": b("1.03", 3), "allocated_bytes": b("28.91", 3), "reserved_unallocated_bytes": 110 * MIB,
       "gpu_index": 1}),
+    # torch_musa (Moore Threads): the 1.4-2.0 wording under its own device name (MUSACachingAllocator's format
+    # string; the cut line is as an engine test keeps it, the full one's figures are ours)
+    ("torch_musa", "torch.OutOfMemoryError: MUSA out of memory. Tried to allocate 896.00 MiB (GPU 0; 79.59 GiB total "
+     "capacity; 77.31 GiB already allocated; 512.00 MiB free; 78.02 GiB reserved in total by PyTorch) If reserved memory "
+     "is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
+     "Management and PYTORCH_MUSA_ALLOC_CONF", "cuda_oom", True,
+     {"requested_bytes": 896 * MIB, "free_bytes": 512 * MIB, "reserved_bytes": b("78.02", 3), "gpu_index": 0}),
+    ("torch_musa", "torch.OutOfMemoryError: MUSA out of memory. Tried to allocate 896.00 MiB.", "cuda_oom", True,
+     {"requested_bytes": 896 * MIB}),
+    # the cudaMallocAsync backend's message inside ComfyUI's execution_error JSON, its line breaks escaped
+    ("torch cudaMallocAsync", 'RuntimeError: ComfyUI execution error: {"exception_type": "torch.OutOfMemoryError", '
+     '"exception_message": "Allocation on device 0 would exceed allowed memory. (out of memory)\\nCurrently allocated  '
+     '   : 9.43 GiB\\nRequested               : 640.00 MiB\\nDevice limit            : 11.59 GiB\\nFree (according '
+     'to CUDA): 7.12 MiB\\nPyTorch limit (set by user-supplied memory fraction)\\n                        : '
+     '17179869184.00 GiB"}', "cuda_oom", True,
+     {"requested_bytes": 640 * MIB, "total_bytes": b("11.59", 3), "free_bytes": b("7.12", 2),
+      "allowed_bytes": None}),  # c10/cuda/CUDAMallocAsyncAllocator.cpp; ComfyUI's execution.py execution_error fields
     ("torch cpu 1.0", "RuntimeError: [enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes) == "
      "0. 12 vs 0", "host_oom", True, {}),  # c10/core/CPUAllocator.cpp (1.0-1.2): CAFFE_ENFORCE_EQ(posix_memalign(...), 0)
     ("torch cpu windows", "RuntimeError: [enforce fail at C:\\actions-runner\\_work\\pytorch\\pytorch\\builder\\windows\\"
@@ -204,6 +221,8 @@ BATTERY = [
      {"requested_bytes": 1691143372800}),  # ml-explore/mlx#2218
     ("ollama", "Error: model requires more system memory (164.8 GiB) than is available (13.4 GiB)", "host_oom", True,
      {"requested_bytes": b("164.8", 3), "free_bytes": b("13.4", 3)}),  # ollama/ollama#10920
+    ("ollama", "Error: llama runner process has terminated: signal: killed", "host_oom", True,
+     {}),  # ollama/ollama#788 (the runner killed as the host's memory ran out)
     ("directml", "RuntimeError: Could not allocate tensor with 234881024 bytes. There is not enough GPU video memory "
      "available!", "cuda_error", True, {"requested_bytes": 234881024,
                                         "detail": {"backend": "directml"}}),  # microsoft/DirectML#579

@@ -33,7 +33,7 @@ TRIGGERS = (
 )
 
 SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
-_DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU)"
+_DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)"
 # The hint after a message; it stops where a second writer's message begins on the same line.
 _HINT_TAIL = r"(?P<hint>\s*If reserved(?:(?!(?:[A-Z]{2,4} )?out of memory)[^\n]){0,400})?"
 
@@ -101,13 +101,16 @@ CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of me
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
 # 7.12 MiB\nPyTorch limit (set by user-supplied memory fraction)\n                        : 17179869184.00 GiB" (unset).
+# Its line breaks stay escaped ("\\n") when a client logs ComfyUI's execution_error JSON ("exception_message": ...).
+_ROW = r"(?:\s|\\n){0,4}"
 MALLOC_ASYNC = lazy(
     r"Allocation on device (?P<gpu>\d{1,6})(?!\d) would exceed allowed memory\. \(out of memory\)"
-    r"(?:\s{0,4}Currently allocated\s{0,8}:\s{0,4}(?P<allocated>" + SIZE + r"))?"
-    r"(?:\s{0,4}Requested\s{0,20}:\s{0,4}(?P<requested>" + SIZE + r"))?"
-    r"(?:\s{0,4}Device limit\s{0,16}:\s{0,4}(?P<total>" + SIZE + r"))?"
-    r"(?:\s{0,4}Free \(according to CUDA\)\s{0,4}:\s{0,4}(?P<free>" + SIZE + r"))?"
-    r"(?:\s{0,4}PyTorch limit \(set by user-supplied memory fraction\)\s{0,40}:\s{0,4}(?P<limit>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Currently allocated\s{0,8}:\s{0,4}(?P<allocated>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Requested\s{0,20}:\s{0,4}(?P<requested>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Device limit\s{0,16}:\s{0,4}(?P<total>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Free \(according to CUDA\)\s{0,4}:\s{0,4}(?P<free>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"PyTorch limit \(set by user-supplied memory fraction\)(?:\s|\\n){0,40}:\s{0,4}(?P<limit>" + SIZE
+    + r"))?"
 )
 # The same message as many apps print it: c10::DeviceIndex is an 8-bit integer, which older builds streamed as a
 # character, so device 0 put a NUL after "Allocation on device " and the print stopped there (ComfyUI's
@@ -412,6 +415,7 @@ HOST_KILL = lazy(
     r"|Killed /\S{1,400} due to memory (?:pressure|used)"  # systemd-oomd
     r"|\b[1-9]\d{0,8} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"  # Ray's raylet
     r"|The node was low on resource: memory\."  # kubelet's eviction of the pod
+    r"|process has terminated: signal: killed\b"  # Go's exec error for a SIGKILLed child (Ollama's llama runner)
     # the shell's notice in a translated locale (glibc's strsignal(SIGKILL)), ending its line as "Killed" does:
     # "run.sh: 行 30: 23195 已杀死", a bar followed by "Getötet"
     r"|(?:" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s*$"

@@ -24,7 +24,7 @@ Figures: TypeAlias = dict[str, Any]
 CLASSIFY_CHARS = 16384  # a message is classified on its first 16 KiB (a longer one is glued text)
 PROCESS_SELF_MARGIN_BYTES = 4 * GIB  # a container's own pid sits at most this far above PyTorch's reserve
 DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom",
-               "GCU": "cuda_oom"}
+               "GCU": "cuda_oom", "MUSA": "cuda_oom"}
 TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
                   "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1,
                   "uint16": 2, "uint32": 4, "uint64": 8, "complex128": 16, "float128": 16}
