@@ -18,14 +18,14 @@ KILLED_TRANSLATED = ("Getötet", "已杀死", "強制終了", "Убито", "Pro
 # reader keeps (and gives a wide window to) every line holding one, so the two always agree.
 TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
-    "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "CPUAllocator", "ran out of memory",
+    "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
     "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
     "memory allocation of", "ResourceExhaustedError", "Memory allocation fail", "CUBLAS_STATUS_NOT_INITIALIZED",
     "valid cuDNN algorithm", "allocate memory for requested", "Not enough memory", "No executable batch size",
-    "WinError 1455", "shared memory", "paging file", "</torch_", "/dev/shm/", "OUT_OF_DEVICE_MEMORY",
+    "WinError 1455", "shared memory", "paging file", "posix_memalign", "</torch_", "/dev/shm/", "OUT_OF_DEVICE_MEMORY",
     "Invalid buffer size", "allocating <= available", "Code 2: OutOfMemory", "CallbackErrorOutOfMemory",
     "requires more system memory", "GPU video memory", "to allocate CUDA", "Workspace can't be allocated",
     "allocate CPU Memory", "Free memory on device", "low on resource: memory",
