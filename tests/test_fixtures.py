@@ -54,10 +54,7 @@ KNOWN_GAPS = {
     "p91-lightnetpp-val-bootstrap-xent.log": "held-out, scored only: phase: a 'val_loss = ...' statement inside train() is not read as eval",
     "p93-ofa-fairseq-fixed-point.log": "held-out, scored only: step/phase: OFA's fairseq progress line above a recovered-OOM warning",
     "p94-cutorch-require-busy-gpus.log": "held-out, scored only: phase: a Lua 'require' traceback while cutorch sets up every GPU is not init",
-    "p85-kyubyong-tacotron-sacrifice-child.log": "held-out, scored only: line: the kernel's older 'Kill process N or sacrifice child' line is "
-                                                 "not the start of the kill",
     "p85-wekws-kws-train-frame-after.log": "held-out, scored only: phase: the one train.py frame pasted after the message is not read",
-    "p87-xtuner-wsl-paged-optimizer.log": "held-out, scored only: detect: bitsandbytes' 'Error out of memory at line N in pythonInterface.c'",
     "p89-determined-rank0-two-slots.log": "held-out, scored only: rank: Determined's '[rank=0]' prefix is not read",
     "p89-easyr1-ray-save-raylet.log": "held-out, scored only: detect: the raylet's 'killed due to memory pressure (OOM)' line is not read",
     "p82-har-readvideos-vstack-memoryerror.log": "held-out, scored only: step/phase: an unlabelled video-loading bar is read as training",
@@ -66,7 +63,6 @@ KNOWN_GAPS = {
     "p84-hugectr-dlrm-terabyte-embedding.log": "held-out, scored only: detect: HugeCTR's 'Runtime error: out of memory' (general_buffer.hpp) "
                                                "is not an OOM yet",
     "p76-dt-atari-buffer-killed.log": "held-out, scored only: phase: a replay buffer loading line before a bare kill is not init",
-    "p69-mlxlmlora-grpo-metal-16gb.log": "held-out, scored only: detect: Apple Metal's 'Insufficient Memory' abort is not an OOM yet",
     "p56-seq2seq-batch.log": "held-out, scored only: phase: train is named only in an encoder's 'mode=train' INFO line",
     "p22-automodel-batch.log": "held-out, scored only: allocated: an excerpt elided with '...' puts it on its own line, outside the message",
     "p73-parlai-drqa-970m-adamax.log": "held-out, scored only: step: ParlAI's 'updates = 30' lines are not read as steps",
@@ -222,9 +218,6 @@ KNOWN_GAPS = {
                                                       "creation is not read as set-up",
     "p153-neuralplexer-6gb-triangle-softmax.log": "held-out, scored only: phase: a structure-sampling call chain "
                                                   "(frames as bare 'file line function' rows) is not read as inference",
-    "p154-noisyrollout-a800-raylet-after-rollout-sleep.log": "held-out, scored only: Ray's raylet line '1 Workers "
-                                                             "(tasks / actors) killed due to memory pressure (OOM)' is "
-                                                             "not a host kill the reader knows",
     "p151-infinity-rich-wrapped-cotenant.log": "held-out, scored only: a message wrapped over rich's padded console "
                                                "rows, 'CUDA' on one row and 'out of memory.' on the next",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "

@@ -241,11 +241,14 @@ WITHOUT_EXAMPLE = {"XLA_ANY", "XLA_TF_RESOURCE"}
 
 def test_every_message_format_has_an_example_line():
     """The table of formats and the examples grow together: a new era is one entry plus one line above."""
+    from test_formats_battery import BATTERY  # the other libraries' messages, one test file of their own
+
     from oomdoctor.parse.messages import MESSAGE_FORMATS, classify
 
-    covered = {c.fmt.name for line, *_ in EXAMPLES if (c := classify(line)) is not None}
+    lines = [line for line, *_ in EXAMPLES] + [text for _, text, *_ in BATTERY]
+    covered = {c.fmt.name for line in lines if (c := classify(line)) is not None}
     missing = {f.name for f in MESSAGE_FORMATS} - covered - WITHOUT_EXAMPLE
-    assert not missing, f"formats without an example line in EXAMPLES: {sorted(missing)}"
+    assert not missing, f"formats without an example line in EXAMPLES or BATTERY: {sorted(missing)}"
     assert not WITHOUT_EXAMPLE & covered, "an example now exists: remove it from WITHOUT_EXAMPLE"
 
 

@@ -41,6 +41,7 @@ from oomdoctor.parse.snapshot import to_events as snapshot_events
 from oomdoctor.units import IMPLAUSIBLE_BYTES
 
 MAX_MESSAGE_LINES = 14
+TRT_TACTIC_LINES = 8  # TensorRT's "Skipping tactic ..." follows the failed allocation's error and warning lines
 PRINTED_ROUNDING = 0.01  # "1.50 GiB": a figure printed to two decimals is within 1% of the true value above 0.5
 DUPLICATE_WINDOW_LINES = 500
 # torchelastic's "failed (exitcode: -9)" line and its ChildFailedError block: one kill, not several
@@ -600,6 +601,8 @@ class _EventReader:
                 if cm:
                     f["requested_bytes"] = int(cm["requested"])
                     break
+        if hit.c.fmt.name == "TENSORRT_OOM" and _tactic_skipped(lines, hit.idx, hit.end):
+            detail["fatal"] = False
         if frames and (later := ctx.progress_after(self.markers, hit.end, rank, step.value if step else None)):
             detail["progress_after"] = True  # raised, yet a training counter went on: another run writes here
             evidence["progress_after"] = ctx._ev(source, later)
@@ -768,6 +771,11 @@ def _nccl_fatal(lines: Sequence[Line], end: int) -> bool:
         if ctx.step_of(ln):
             return False
     return True
+
+
+def _tactic_skipped(lines: Sequence[Line], first: int, end: int) -> bool:
+    """TensorRT's builder survived the allocation: it skipped the tactic that asked for it and went on."""
+    return any(P.TRT_TACTIC_SKIPPED.search(ln.text) for ln in lines[first + 1 : end + TRT_TACTIC_LINES])
 
 
 # Bounds per source, each with its reason. Region text kept for parsing: the first part (where configuration

@@ -23,14 +23,17 @@ TRIGGERS = (
     "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
     "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
-    "memory allocation of", "ResourceExhaustedError", "Memory allocation failure", "CUBLAS_STATUS_NOT_INITIALIZED",
+    "memory allocation of", "ResourceExhaustedError", "Memory allocation fail", "CUBLAS_STATUS_NOT_INITIALIZED",
     "valid cuDNN algorithm", "allocate memory for requested", "Not enough memory", "No executable batch size",
-    "WinError 1455", "shared memory",
+    "WinError 1455", "shared memory", "paging file", "posix_memalign", "</torch_", "/dev/shm/", "OUT_OF_DEVICE_MEMORY",
+    "Invalid buffer size", "allocating <= available", "Code 2: OutOfMemory", "CallbackErrorOutOfMemory",
+    "requires more system memory", "GPU video memory", "to allocate CUDA", "Workspace can't be allocated",
+    "allocate CPU Memory", "Free memory on device", "low on resource: memory",
     *KILLED_TRANSLATED,
 )
 
 SIZE = r"(?<![\d.])\d{1,20}(?:\.\d{1,6})?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|[KMGTP]|B)"
-_DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU)"
+_DEV = r"(?P<device>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)"
 # The hint after a message; it stops where a second writer's message begins on the same line.
 _HINT_TAIL = r"(?P<hint>\s*If reserved(?:(?!(?:[A-Z]{2,4} )?out of memory)[^\n]){0,400})?"
 
@@ -47,7 +50,7 @@ CACHING_1_0 = lazy(
 # 1.4-2.0: "...; F free; [X allowed; ]R reserved in total by PyTorch)" (+ max_split_size_mb hint from 1.10).
 # Ascend NPU builds add "X current active;".
 CACHING_1_4 = lazy(
-    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(?(?:GPU|NPU)\s{1,2}(?P<gpu>\d{0,6}); "
+    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\s?\(?(?:GPU|NPU|MLU)\s{1,2}(?P<gpu>\d{0,6}); "
     r"(?P<total>" + SIZE + r") total ?capacity; (?P<allocated>" + SIZE + r") already allocated; "
     r"(?:" + SIZE + r" current active; )?(?:(?P<free>" + SIZE + r") free; )?(?:(?P<allowed>" + SIZE + r") allowed; )?"
     r"(?P<reserved>" + SIZE + r") reserved in total by PyTorch\)?" + _HINT_TAIL  # parentheses lost in a paste
@@ -56,8 +59,8 @@ CACHING_1_4 = lazy(
 # [X allowed; ]Of the allocated memory A is allocated by PyTorch, [with P allocated in private pools
 # (e.g., CUDA Graphs), ]and U is reserved by PyTorch but unallocated." + hint (env var differs per era).
 CACHING_2_1 = lazy(
-    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d{0,6})\x00? ?has a "
-    r"total (?P<capword>capacity|capacty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?\.\s?"
+    _HEAD + r"Tried to allocate (?P<requested>" + SIZE + r")\. (?:GPU|MLU) ?(?P<gpu>\d{0,6})\x00? ?has a "
+    r"total (?P<capword>capacity|capacty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") ?is free)?\.\s?"
     r"(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE + r" memory in use\.\s?){0,64})"
     r"(?:(?P<allowed>" + SIZE + r") allowed; )?"
     r"Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch,\s"
@@ -69,7 +72,7 @@ PROCESS_CLAUSE = lazy(
 )
 # A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, the allocated figure.
 _FIGURES_2_1_CUT = (
-    r"has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") is free)?"
+    r"has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") ?is free)?"
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
     + r" memory in use\.\s?){1,64}))?"
     r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?"
@@ -78,7 +81,7 @@ _FIGURES_2_1_CUT = (
 # log collector, an unknown future era): the request is still known.
 CACHING_ANY = lazy(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
-    r"(?:\.? ?\(?GPU (?P<gpu>\d{1,6})(?!\d)"
+    r"(?:\.? ?\(?(?:GPU|MLU) (?P<gpu>\d{1,6})(?!\d)"
     # whatever figures came before the cut, in either era's wording
     r"(?:;\s?(?P<total>" + SIZE + r") total ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already allocated"
     r"(?:;\s?(?P<free>" + SIZE + r") free)?)?"
@@ -98,13 +101,16 @@ CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of me
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
 # 7.12 MiB\nPyTorch limit (set by user-supplied memory fraction)\n                        : 17179869184.00 GiB" (unset).
+# Its line breaks stay escaped ("\\n") when a client logs ComfyUI's execution_error JSON ("exception_message": ...).
+_ROW = r"(?:\s|\\n){0,4}"
 MALLOC_ASYNC = lazy(
     r"Allocation on device (?P<gpu>\d{1,6})(?!\d) would exceed allowed memory\. \(out of memory\)"
-    r"(?:\s{0,4}Currently allocated\s{0,8}:\s{0,4}(?P<allocated>" + SIZE + r"))?"
-    r"(?:\s{0,4}Requested\s{0,20}:\s{0,4}(?P<requested>" + SIZE + r"))?"
-    r"(?:\s{0,4}Device limit\s{0,16}:\s{0,4}(?P<total>" + SIZE + r"))?"
-    r"(?:\s{0,4}Free \(according to CUDA\)\s{0,4}:\s{0,4}(?P<free>" + SIZE + r"))?"
-    r"(?:\s{0,4}PyTorch limit \(set by user-supplied memory fraction\)\s{0,40}:\s{0,4}(?P<limit>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Currently allocated\s{0,8}:\s{0,4}(?P<allocated>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Requested\s{0,20}:\s{0,4}(?P<requested>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Device limit\s{0,16}:\s{0,4}(?P<total>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"Free \(according to CUDA\)\s{0,4}:\s{0,4}(?P<free>" + SIZE + r"))?"
+    r"(?:" + _ROW + r"PyTorch limit \(set by user-supplied memory fraction\)(?:\s|\\n){0,40}:\s{0,4}(?P<limit>" + SIZE
+    + r"))?"
 )
 # The same message as many apps print it: c10::DeviceIndex is an 8-bit integer, which older builds streamed as a
 # character, so device 0 put a NUL after "Allocation on device " and the print stopped there (ComfyUI's
@@ -145,7 +151,64 @@ CUDA_ERROR_STRICT = lazy(
     r"|CUDA failed with error out of memory"  # CTranslate2 (faster-whisper, OpenNMT-py's converters)
     r"|Check failed: \w{1,40} == cudaSuccess \(\d{1,3} vs\. 0\)\s{1,4}out of memory"  # Caffe's glog CHECK_EQ
     r"|CUDA (?:Runtime )?Error at:? \S{1,300}:\d{1,9}[ \t]{0,4}(?:\r?\n)?[ \t]{0,8}out of memory\b"
+    r"|\bError out of memory at line \d{1,9} in file \S{1,300}"  # bitsandbytes' CUDA_CHECK_RETURN (paged optimizers)
+    r"|(?:Cuda|CUDA) error\(2\), out of memory"  # PaddlePaddle 2.x's ExternalError
+    r"|error == cudaSuccess\. 2 vs 0\. Error at: \S{1,300}: out of memory"  # Caffe2's CUDA_ENFORCE
+    r"|\[CUDA\] out of memory \S{1,300} \d{1,9}"  # LightGBM's gpuAssert: "[CUDA] %s %s %d"
+    r"|CUDA error \d{1,3}: out of memory"  # CatBoost's CUDA_SAFE_CALL, NVIDIA Warp
+    r"|cuMem(?:Alloc|AllocPitch|AllocManaged) failed: out of memory"  # PyCUDA's driver errors
+    r"|Cuda Error in allocate: 2 \(out of memory\)"  # TensorRT 7's allocator
+    r"|CUDA runtime error in [^\n]{0,300}?: out of memory"  # TensorRT-LLM's TLLM_CUDA_CHECK: "... in ::cudaMallocAsync(...)"
 )
+# ONNX Runtime's CUDA_CALL (and CNTK's): "CUDA failure 2: out of memory ; GPU=0 ; hostname=... ; expr=cudaMalloc(...)".
+CUDA_FAILURE = lazy(r"CUDA failure 2: out of memory(?: ; GPU=(?P<gpu>\d{1,4}))?")
+# PyTorch on ROCm: the C10_HIP_CHECK of a failed hipMalloc outside the caching allocator ("HIP error: out of memory").
+HIP_ERROR = lazy(r"HIP error: out of memory|hipErrorOutOfMemory")
+# Intel GPUs through SYCL / Level Zero: "level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)".
+XPU_DEVICE_MEMORY = lazy(r"UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")
+# PyTorch's MPS allocator refusing one buffer over Metal's per-buffer limit: "Invalid buffer size: 19.45 GB".
+MPS_BUFFER_SIZE = lazy(r"Invalid buffer size: (?P<requested>\d{1,12}\.\d\d [KMG]i?B)\b")
+# Apple's Metal driver aborting a command buffer (ggml's Metal backend, MLX): "Insufficient Memory
+# (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)".
+METAL_COMMAND_OOM = lazy(r"kIOGPUCommandBufferCallbackErrorOutOfMemory")
+# PyTorch 1.0-1.2's CPU allocator: "[enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes)
+# == 0. 12 vs 0" (12 is ENOMEM).
+CPU_POSIX_MEMALIGN = lazy(r"posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
+# PaddlePaddle's gpu_info.cc before 1.6, sizing a chunk against what the device has free: "enforce allocating <=
+# available failed, 10513462067 > 1369702144" (0.x); "Enforce failed. Expected allocating <= available, but received
+# allocating:X > available:Y.\nInsufficient GPU memory to allocation." (1.x).
+PADDLE_GPU_INFO = lazy(r"allocating <= available(?: failed, |, but received allocating:)(?P<requested>\d{1,20}) > "
+                       r"(?:available:)?(?P<free>\d{1,20})")
+# MXNet's CPU storage (cpu_device_storage.h): "Failed to allocate CPU Memory".
+MXNET_CPU = lazy(r"Failed to allocate CPU Memory")
+# RAPIDS Memory Manager's pool at its cap: "MemoryError: std::bad_alloc: out_of_memory: RMM failure at:.../
+# pool_memory_resource.hpp:196: Maximum pool size exceeded" (device memory, whatever the C++ exception's name says).
+RMM_POOL = lazy(r"RMM failure at: ?\S{1,300}: Maximum pool size exceeded|std::bad_alloc: out_of_memory\b")
+# Thrust's bad_alloc carries the CUDA error string: "instance of 'thrust::system::detail::bad_alloc'" / "what():
+# std::bad_alloc: out of memory" (a device allocation, not the host's operator new; that what() alone is no proof).
+THRUST_BAD_ALLOC = lazy(r"thrust::(?:\w{1,60}::)?system::detail::bad_alloc")  # CCCL adds a versioned namespace
+# XGBoost's device allocator, with its figures on the next lines: "Memory allocation error on worker 0: std::bad_alloc:
+# cudaErrorMemoryAllocation: out of memory\n- Free memory: 11310923776\n- Requested memory: 47996".
+XGBOOST_DEVICE = lazy(r"Memory allocation error on worker \d{1,6}: [^\n]{0,300}\n?[ \t]{0,8}- Free memory: (?P<free>\d{1,20})"
+                      r"\s{0,8}- Requested memory: (?P<requested>\d{1,20})")
+# DeepSpeed's inference kernels sizing their workspace (inference_context.h), after printing Requested/Free/Total.
+DEEPSPEED_WORKSPACE = lazy(r"Workspace can't be allocated, no enough memory")
+# vLLM's start-up check of the free memory against gpu_memory_utilization (another process holds the rest): "Free
+# memory on device (59.32/79.15 GiB) on startup is less than desired GPU memory utilization (0.9, 71.24 GiB)".
+VLLM_STARTUP_FREE = lazy(
+    r"Free memory on device(?: [\w:]{1,20})? \((?P<free>\d{1,6}(?:\.\d{1,4})?)/(?P<total>\d{1,6}(?:\.\d{1,4})?) GiB\) on "
+    r"startup is less than desired GPU memory utilization \((?P<util>\d(?:\.\d{1,6})?), (?P<want>\d{1,6}(?:\.\d{1,4})?) GiB\)"
+)
+# ggml's graph allocator (llama.cpp, Ollama) when its device buffer fails on its own line: "ggml_gallocr_reserve_n: failed
+# to allocate CUDA0 buffer of size 2097152000", "unable to allocate CUDA0 buffer".
+GGML_BUFFER = lazy(r"(?:failed|unable) to allocate CUDA(?P<gpu>\d{1,3}) buffer(?: of size (?P<requested>\d{1,20}))?")
+# Ollama's scheduler refusing a model the host cannot hold: "model requires more system memory (164.8 GiB) than is
+# available (13.4 GiB)".
+OLLAMA_HOST = lazy(r"model requires more system memory \((?P<requested>" + SIZE + r")\) than is available \((?P<free>"
+                   + SIZE + r")\)")
+# torch-directml: "Could not allocate tensor with 234881024 bytes. There is not enough GPU video memory available!"
+DIRECTML_ALLOC = lazy(r"Could not allocate tensor with (?P<requested>\d{1,20}) bytes\. There is not enough GPU video "
+                      r"memory available")
 # A notebook's traceback header names the exception before any message: "OutOfMemoryError      Traceback (most recent
 # call last)". It is the failure only when the message itself was not kept (the cell's output was cut).
 IPYTHON_OOM_HEADER = lazy(r"^\s{0,4}(?:torch\.(?:cuda\.)?)?OutOfMemoryError\s{2,200}Traceback \(most recent call last\)")
@@ -161,7 +224,8 @@ DATALOADER_NOT_OOM = lazy(
     r"Unexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker"
     r"|killed by signal: (?!Killed)"
 )
-CUBLAS = lazy(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")
+# The CUDA math libraries' allocation-failure statuses; cuFFT's enum has no "STATUS" ("cuFFT error: CUFFT_ALLOC_FAILED").
+CUBLAS = lazy(r"(?P<lib>CUBLAS|CUDNN|cuDNN|cuBLAS|CUSOLVER|CUFFT|CUSPARSE)_STATUS_ALLOC_FAILED|(?P<fft>CUFFT)_ALLOC_FAILED")
 NCCL = lazy(r"(?:NCCL WARN )?Cuda failure(?: \d{1,20})? '?out of memory'?|ncclSystemError.{0,80}out of memory")
 MPS = lazy(
     r"MPS backend out of memory \(MPS allocated: (?P<allocated>" + SIZE + r"), other allocations: (?P<other>" + SIZE
@@ -176,9 +240,11 @@ XLA_HBM = lazy(
 )
 # TPU runtime (XRT, torch_xla/TF 1.x on TPU): "Resource exhausted: Attempting to allocate 180.59M. That was not
 # possible. There are 142.58M free.; (0x3x0_HBM1)"
+# Loading a program reserves its space at the bottom of HBM first: "RESOURCE_EXHAUSTED: Attempting to reserve 6.48G
+# at the bottom of memory. That was not possible. There are 6.78G free, 0B reserved, and 3.33G reservable."
 XLA_XRT = lazy(
-    r"Attempting to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?[KMGT]?)\. That was not possible\."
-    r"(?: There are (?P<free>\d{1,20}(?:\.\d{1,20})?[KMGT]?) free\.)?"
+    r"Attempting to (?:allocate|reserve) (?P<requested>\d{1,20}(?:\.\d{1,20})?[KMGT]?)(?: at the bottom of memory)?\. "
+    r"That was not possible\.(?: There are (?P<free>\d{1,20}(?:\.\d{1,20})?[KMGT]?) free[.,])?"
 )
 # PJRT's device allocator (JAX on TPU and GPU): "RESOURCE_EXHAUSTED: Failed to allocate request for 256.00MiB
 # (268435456B) on device ordinal 0" (also after "Resource exhausted: ").
@@ -246,14 +312,18 @@ CUPY_POOL = lazy(
 )
 # MXNet's pooled storage manager: "src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory"
 # (MXNet 1.7+: "cudaMalloc retry failed: out of memory").
-MXNET_CUDA = lazy(r"cudaMalloc (?:retry )?failed: out of memory")
+MXNET_CUDA = lazy(r"cudaMalloc (?:retry )?failed: out of memory"
+                  r"|pooled_storage_manager\.h:\d{1,5}: Memory allocation failed")  # MXNet before 1.0
 # TensorRT's allocator, with the exact request on its next warning line: "[E] 1: [defaultAllocator.cpp::allocate::21]
 # Error Code 1: Cuda Runtime (out of memory)" / "[W] Requested amount of GPU memory (20401098752 bytes) could not be
-# allocated." (the warning alone, on an engine's optional workspace, is harmless).
+# allocated." (the warning alone, on an engine's optional workspace, is harmless). TensorRT 8.4+ names the failure
+# itself: "[virtualMemoryBuffer.cpp::resizePhysical::145] Error Code 2: OutOfMemory (no further information)".
 TENSORRT_OOM = lazy(
-    r"Error Code \d{1,3}: Cuda Runtime \(out of memory\)"
+    r"Error Code \d{1,3}: (?:Cuda Runtime \(out of memory\)|OutOfMemory \()"
     r"(?:\s{0,4}\n?[^\n]{0,40}Requested amount of GPU memory \((?P<bytes>\d{1,20}) bytes\))?"
 )
+# The builder going on without the tactic whose workspace did not fit: the OOM above it was survived.
+TRT_TACTIC_SKIPPED = lazy(r"Skipping tactic \S{1,40} due to (?:insufficient memory|exceeding max workspace)")
 # PaddlePaddle's legacy allocator (1.x): "Cannot allocate 112.500000MB in GPU 0, available 632.937500MBtotal
 # 7981694976GpuMinChunkSize 256.000000BGpuMaxChunkSize 6.496908GBGPU memory used: 6.412701GB" (MB/GB are 2^20/2^30).
 PADDLE_LEGACY = lazy(
@@ -300,12 +370,17 @@ AUTO_BATCH_ZERO = lazy(r"(?<![\"'])No executable batch size found, reached zero"
 # Host memory the process could not get from the kernel: fork/mmap failing with ENOMEM ("OSError: [Errno 12] Cannot
 # allocate memory", DataLoader workers forking a large parent), Windows' commit limit ("[WinError 1455] The paging
 # file is too small for this operation to complete", each worker mapping torch's DLLs again).
-HOST_ENOMEM = lazy(r"\[Errno 12\] Cannot allocate memory|\[WinError 1455\] The paging file is too small")
+HOST_ENOMEM = lazy(r"\[Errno 12\] Cannot allocate memory|\[WinError 1455\] The paging file is too small"
+                   r"|The paging file is too small for this operation to complete")  # a DLL load, Rust's "os error 1455"
 # A DataLoader worker killed by SIGBUS while writing a batch into /dev/shm (Docker's default 64 MiB): PyTorch's own
 # reading of it, from the worker ("ERROR: Unexpected bus error encountered in worker. This might be caused by
 # insufficient shared memory (shm).") or the main process ("... killed by signal: Bus error. It is possible that
 # dataloader's workers are out of shared memory.").
-SHM_EXHAUSTED = lazy(r"workers are out of shared memory|insufficient shared memory \(shm\)")
+# Also torch.multiprocessing writing a shared tensor into a full /dev/shm ("unable to write to file
+# </torch_722_783672312_1>: No space left on device (28)"), or any writer into it, NCCL's segments included.
+SHM_EXHAUSTED = lazy(r"workers are out of shared memory|insufficient shared memory \(shm\)"
+                     r"|unable to write to file </torch_\w{1,80}>|No space left on device: '/dev/shm/"
+                     r"|failed to extend /dev/shm/\S{1,200} to \d{1,20} bytes")
 # Ray's memory monitor killing work when the node's RAM runs out: "RayOutOfMemoryError: More than 95% of the memory on
 # node n01 is used (59.62 / 62.75 GB)" (Ray 1.x), "ray.exceptions.OutOfMemoryError: Task was killed due to the node
 # running low on memory." (Ray 2.x).
@@ -333,7 +408,14 @@ HOST_KILL = lazy(
     r"|ProcessExitedException: process \d{1,6} terminated with signal SIGKILL"  # torch.multiprocessing.spawn
     r"|oom[_-]kill(?:er)? event|Detected \d{1,20} oom[_-]kill|killed by the cgroup out-of-memory handler"
     r"|exits with return code = -9\b|\breturn code -9\b|[Kk]illed: 9\b"  # DeepSpeed launcher, macOS shells
-    r"|task \d{1,20}: Out Of Memory|exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed|OOMKilled|OOM[ -]?[Kk]illed|Out of memory: Killed process"
+    r"|task \d{1,20}: Out Of Memory|exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed"
+    r"|OOM[ -]?[Kk]illed(?!\"?[ \t]{0,4}[:=][ \t]{0,4}(?:false|False)\b)"  # not docker inspect's "OOMKilled": false
+    # the kernel's OOM killer, system-wide or in a memory cgroup; before 4.19: "Kill process N (x) score S or sacrifice child"
+    r"|(?:Out of memory|[Mm]emory cgroup out of memory): Kill(?:ed)? process"
+    r"|Killed /\S{1,400} due to memory (?:pressure|used)"  # systemd-oomd
+    r"|\b[1-9]\d{0,8} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"  # Ray's raylet
+    r"|The node was low on resource: memory\."  # kubelet's eviction of the pod
+    r"|process has terminated: signal: killed\b"  # Go's exec error for a SIGKILLed child (Ollama's llama runner)
     # the shell's notice in a translated locale (glibc's strsignal(SIGKILL)), ending its line as "Killed" does:
     # "run.sh: 行 30: 23195 已杀死", a bar followed by "Getötet"
     r"|(?:" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s*$"

@@ -1,7 +1,8 @@
 """The table of OOM message formats: for each, when to try it, its pattern, event kind, era and figures.
 
 A new message era is one `MessageFormat` entry here (its pattern in `formats.py`) plus one example line
-in `tests/test_patterns.py`. Order matters: the first entry that matches a message wins.
+in `tests/test_patterns.py` (PyTorch's eras) or `tests/test_formats_battery.py` (the other libraries' messages).
+Order matters: the first entry that matches a message wins.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ Figures: TypeAlias = dict[str, Any]
 CLASSIFY_CHARS = 16384  # a message is classified on its first 16 KiB (a longer one is glued text)
 PROCESS_SELF_MARGIN_BYTES = 4 * GIB  # a container's own pid sits at most this far above PyTorch's reserve
 DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom",
-               "GCU": "cuda_oom"}
+               "GCU": "cuda_oom", "MUSA": "cuda_oom"}
 TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
                   "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1,
                   "uint16": 2, "uint32": 4, "uint64": 8, "complex128": 16, "float128": 16}
@@ -251,6 +252,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "total_bytes": _size(m, "total"), "detail": {"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]}}),
     MessageFormat("MPS_BARE", ("MPS backend out of memory",), None, "mps_oom"),
+    MessageFormat("MPS_BUFFER_SIZE", ("Invalid buffer size",), P.MPS_BUFFER_SIZE, "mps_oom", lambda m: {
+        "requested_bytes": parse_size(m["requested"]), "detail": {"message_says": "buffer_over_device_limit"}}),
+    MessageFormat("METAL_COMMAND_OOM", ("CallbackErrorOutOfMemory",), P.METAL_COMMAND_OOM, "mps_oom",
+                  recognise_only=True, same_failure=True),
     MessageFormat("MLX_METAL_MALLOC", ("[metal::malloc]",), P.MLX_METAL_MALLOC, "mps_oom", lambda m: {
         "requested_bytes": int(m["requested"]), "detail": {"max_buffer_bytes": int(m["limit"])}}),
     MessageFormat("THC_PRE_1_0", _OOM_WORDS, P.THC_PRE_1_0, "cuda_oom", era="pre-1.0", recognise_only=True,
@@ -263,23 +268,44 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
     MessageFormat("THCUDACHECK", ("THCudaCheck FAIL",), None, "cuda_oom", era="pre-1.0", also=("out of memory",),
                   same_failure=True),
+    MessageFormat("XGBOOST_DEVICE", ("Memory allocation error on worker",), P.XGBOOST_DEVICE, "cuda_error", lambda m: {
+        "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}),
     MessageFormat("CUDA_ERROR", (*_OOM_WORDS, "cudaErrorMemoryAllocation"), P.CUDA_ERROR_STRICT, "cuda_error",
                   recognise_only=True),
+    MessageFormat("CUDA_FAILURE", ("CUDA failure 2",), P.CUDA_FAILURE, "cuda_error",
+                  lambda m: {"gpu_index": int(m["gpu"]) if m["gpu"] else None}),
+    MessageFormat("HIP_ERROR", ("HIP error", "hipErrorOutOfMemory"), P.HIP_ERROR, "hip_oom", recognise_only=True),
+    MessageFormat("XPU_DEVICE_MEMORY", ("OUT_OF_DEVICE_MEMORY",), P.XPU_DEVICE_MEMORY, "xpu_oom", recognise_only=True),
+    MessageFormat("DIRECTML_ALLOC", ("GPU video memory",), P.DIRECTML_ALLOC, "cuda_error", lambda m: {
+        "requested_bytes": int(m["requested"]), "detail": {"backend": "directml"}}),
+    MessageFormat("DEEPSPEED_WORKSPACE", ("Workspace can't be allocated",), P.DEEPSPEED_WORKSPACE, "cuda_error",
+                  lambda m: {"detail": {"library": "deepspeed", "message_says": "inference_workspace"}}),
+    MessageFormat("VLLM_STARTUP_FREE", ("Free memory on device",), P.VLLM_STARTUP_FREE, "cuda_oom", lambda m: {
+        "free_bytes": to_bytes(m["free"], "GiB"), "total_bytes": to_bytes(m["total"], "GiB"),
+        "requested_bytes": to_bytes(m["want"], "GiB"),
+        "detail": {"engine": "vllm", "message_says": "startup_free_below_utilization",
+                   "gpu_memory_utilization": float(m["util"])}}),
+    MessageFormat("PADDLE_GPU_INFO", ("allocating <= available",), P.PADDLE_GPU_INFO, "cuda_oom", lambda m: {
+        "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}),
     MessageFormat("GGML_CUDA", ("cudaMalloc failed: out of memory",), P.GGML_CUDA, "cuda_error", lambda m: {
         "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])}),
+    # after GGML_CUDA, whose message holds this line as its exact size
+    MessageFormat("GGML_BUFFER", ("to allocate CUDA",), P.GGML_BUFFER, "cuda_error", lambda m: {
+        "requested_bytes": int(m["requested"]) if m["requested"] else None, "gpu_index": int(m["gpu"])},
+        same_failure=True),
     MessageFormat("CUPY_POOL", ("ut of memory to allocate", "Out of memory allocating"), P.CUPY_POOL, "cuda_oom",
                   lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
     MessageFormat("FAISS_GPU", ("cudaMalloc error out of memory",), P.FAISS_GPU, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "gpu_index": int(m["gpu"])}),
     MessageFormat("FAISS_GPU_OLD", ("failed to cudaMalloc",), P.FAISS_GPU_OLD, "cuda_error", _requested_only),
-    MessageFormat("MXNET_CUDA", ("cudaMalloc failed", "cudaMalloc retry failed"), P.MXNET_CUDA, "cuda_error",
-                  recognise_only=True),
+    MessageFormat("MXNET_CUDA", ("cudaMalloc failed", "cudaMalloc retry failed", "Memory allocation failed"),
+                  P.MXNET_CUDA, "cuda_error", recognise_only=True),
     MessageFormat("KALDI_CUDA", ("Memory allocation failure",), P.KALDI_CUDA, "cuda_error", recognise_only=True,
                   same_failure=True),
     MessageFormat("ORT_ARENA", ("allocate memory for requested",), P.ORT_ARENA,
                   lambda m, text: "host_oom" if P.ORT_CPU.search(text) else "cuda_error", _requested_only),
-    MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)",), P.TENSORRT_OOM, "cuda_error",
-                  lambda m: {"requested_bytes": int(m["bytes"]) if m["bytes"] else None}),
+    MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)", ": OutOfMemory ("), P.TENSORRT_OOM, "cuda_error",
+                  lambda m: {"requested_bytes": int(m["bytes"]) if m["bytes"] else None}, same_failure=True),
     MessageFormat("PADDLE_LEGACY", ("Cannot allocate",), P.PADDLE_LEGACY, "cuda_oom", lambda m: {
         "requested_bytes": to_bytes(m["requested"], "MiB"), "free_bytes": to_bytes(m["free"], "MiB"),
         "total_bytes": int(m["total"]), "gpu_index": int(m["gpu"]),
@@ -294,7 +320,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("PADDLE_HOST", ("Fail to alloc memory",), P.PADDLE_HOST, "host_oom",
                   _requested_only),
     MessageFormat("CUBLAS", ("ALLOC_FAILED",), P.CUBLAS, "cublas",
-                  lambda m: {"detail": {"library": (m["lib"] or "CUDNN").upper()}}),
+                  lambda m: {"detail": {"library": (m["lib"] or m["fft"]).upper()}}),
     MessageFormat("CUBLAS_CREATE", ("CUBLAS_STATUS_NOT_INITIALIZED",), P.CUBLAS_CREATE, "cublas",
                   lambda m: {"detail": {"library": "CUBLAS", "message_says": "cublas_handle"}}),
     MessageFormat("CUDNN_NO_ALGO", ("valid cuDNN algorithm",), P.CUDNN_NO_ALGO, "cublas",
@@ -325,13 +351,21 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                                         "prefill_tokens": int(m["tokens"])}}),
     MessageFormat("AUTO_BATCH_ZERO", ("No executable batch size",), P.AUTO_BATCH_ZERO, "cuda_oom",
                   lambda m: {"detail": {"message_says": "batch_halved_to_zero"}}),
-    MessageFormat("SHM_EXHAUSTED", ("shared memory",), P.SHM_EXHAUSTED, "host_oom",
+    MessageFormat("SHM_EXHAUSTED", ("shared memory", "</torch_", "/dev/shm/"), P.SHM_EXHAUSTED, "host_oom",
                   lambda m: {"detail": {"message_says": "shared_memory"}}, same_failure=True),
-    MessageFormat("HOST_ENOMEM", ("Errno 12", "WinError 1455"), P.HOST_ENOMEM, "host_oom",
-                  lambda m: {"detail": {"message_says": "paging_file" if "1455" in m.group() else "enomem"}}),
+    MessageFormat("HOST_ENOMEM", ("Errno 12", "WinError 1455", "paging file"), P.HOST_ENOMEM, "host_oom",
+                  lambda m: {"detail": {"message_says": "enomem" if "Errno 12" in m.group() else "paging_file"}}),
+    MessageFormat("CPU_POSIX_MEMALIGN", ("posix_memalign",), P.CPU_POSIX_MEMALIGN, "host_oom", recognise_only=True),
+    MessageFormat("MXNET_CPU", ("allocate CPU Memory",), P.MXNET_CPU, "host_oom", recognise_only=True),
+    MessageFormat("OLLAMA_HOST", ("requires more system memory",), P.OLLAMA_HOST, "host_oom", lambda m: {
+        "requested_bytes": parse_size(m["requested"]), "free_bytes": parse_size(m["free"])}),
     MessageFormat("CPU_ALLOC", ("DefaultCPUAllocator",), P.CPU_ALLOC, "host_oom", lambda m: {
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
+    MessageFormat("RMM_POOL", ("Maximum pool size exceeded", "out_of_memory"), P.RMM_POOL, "cuda_oom",
+                  recognise_only=True),
+    MessageFormat("THRUST_BAD_ALLOC", ("bad_alloc",), P.THRUST_BAD_ALLOC, "cuda_error", recognise_only=True,
+                  same_failure=True),
     MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True),
     MessageFormat("RAY_HOST_OOM", ("OutOfMemoryError",), P.RAY_HOST_OOM, "host_oom", recognise_only=True),
     MessageFormat("RUST_ALLOC", ("memory allocation of",), P.RUST_ALLOC, "host_oom",
