@@ -285,3 +285,23 @@ def test_an_evaluation_that_holds_a_sliver_of_a_full_card_points_at_the_other_pr
     large = facts(phase="eval", requested_gib=4.69, total_gib=11.77, free_gib=3.85, allocated_mib=29.38,
                   reserved_mib=40, reserved_unallocated_mib=10.62)
     assert diagnose(large)[0].category == "eval_spike"
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: you tried to "
+     "allocate 1073741824 bytes.", "cpu-allocator-oom"),
+    ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 9.31 GiB for an array with shape (50000, 50000) and "
+     "data type float32", "cpu-allocator-oom"),
+    ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", "cpu-allocator-oom"),
+    ("Error: model requires more system memory (164.8 GiB) than is available (13.4 GiB)", "cpu-allocator-oom"),
+    ("[enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes) == 0. 12 vs 0",
+     "cpu-allocator-oom"),
+    ("[Sat Nov 28 01:02:03 2026] Out of memory: Killed process 4242 (python) total-vm:98765432kB", "host-oom-killer"),
+])
+def test_a_refused_host_allocation_is_not_called_a_kill(text: str, rule: str) -> None:
+    from oomdoctor.api import diagnose_text
+
+    report = diagnose_text(text + "\n")
+    assert report.events and report.events[0].kind == "host_oom"
+    assert report.diagnoses[0].rule == rule
+    assert "killed" not in report.diagnoses[0].title.lower() or rule == "host-oom-killer"

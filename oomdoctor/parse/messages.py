@@ -52,6 +52,7 @@ class MessageFormat:
     same_failure: bool = False  # every such message near another is the same failure (one per failing call site)
     single_line: bool = False  # the message is its line alone: never joined with the lines after it
     gives_way: bool = False  # a stand-in (a notebook's traceback header): the failure only when no message follows
+    says: str | None = None  # what the message itself names as the failure (the event's message_says), unless its figures do
 
     def admits(self, text: str) -> bool:
         """The cheap string test that decides whether the pattern is tried at all."""
@@ -318,7 +319,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "free_bytes": _size(m, "free"), "gpu_index": int(m["gpu"])}),
     MessageFormat("PADDLE_HOST", ("Fail to alloc memory",), P.PADDLE_HOST, "host_oom",
-                  _requested_only),
+                  _requested_only, says="alloc_failed"),
     MessageFormat("CUBLAS", ("ALLOC_FAILED",), P.CUBLAS, "cublas",
                   lambda m: {"detail": {"library": (m["lib"] or m["fft"]).upper()}}),
     MessageFormat("CUBLAS_CREATE", ("CUBLAS_STATUS_NOT_INITIALIZED",), P.CUBLAS_CREATE, "cublas",
@@ -355,32 +356,36 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m: {"detail": {"message_says": "shared_memory"}}, same_failure=True),
     MessageFormat("HOST_ENOMEM", ("Errno 12", "WinError 1455", "paging file"), P.HOST_ENOMEM, "host_oom",
                   lambda m: {"detail": {"message_says": "enomem" if "Errno 12" in m.group() else "paging_file"}}),
-    MessageFormat("CPU_POSIX_MEMALIGN", ("posix_memalign",), P.CPU_POSIX_MEMALIGN, "host_oom", recognise_only=True),
-    MessageFormat("MXNET_CPU", ("allocate CPU Memory",), P.MXNET_CPU, "host_oom", recognise_only=True),
+    MessageFormat("CPU_POSIX_MEMALIGN", ("posix_memalign",), P.CPU_POSIX_MEMALIGN, "host_oom", recognise_only=True,
+                  says="alloc_failed"),
+    MessageFormat("MXNET_CPU", ("allocate CPU Memory",), P.MXNET_CPU, "host_oom", recognise_only=True, says="alloc_failed"),
     MessageFormat("OLLAMA_HOST", ("requires more system memory",), P.OLLAMA_HOST, "host_oom", lambda m: {
-        "requested_bytes": parse_size(m["requested"]), "free_bytes": parse_size(m["free"])}),
+        "requested_bytes": parse_size(m["requested"]), "free_bytes": parse_size(m["free"])}, says="alloc_failed"),
     MessageFormat("CPU_ALLOC", ("DefaultCPUAllocator",), P.CPU_ALLOC, "host_oom", lambda m: {
-        "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE),
-    MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc),
+        "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE,
+        says="alloc_failed"),
+    MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc, says="alloc_failed"),
     MessageFormat("RMM_POOL", ("Maximum pool size exceeded", "out_of_memory"), P.RMM_POOL, "cuda_oom",
                   recognise_only=True),
     MessageFormat("THRUST_BAD_ALLOC", ("bad_alloc",), P.THRUST_BAD_ALLOC, "cuda_error", recognise_only=True,
                   same_failure=True),
-    MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True),
+    MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True,
+                  says="alloc_failed"),
     MessageFormat("RAY_HOST_OOM", ("OutOfMemoryError",), P.RAY_HOST_OOM, "host_oom", recognise_only=True),
     MessageFormat("RUST_ALLOC", ("memory allocation of",), P.RUST_ALLOC, "host_oom",
-                  _requested_only, single_line=True),
+                  _requested_only, single_line=True, says="alloc_failed"),
     MessageFormat("CYMEM_ALLOC", ("Error assigning",), P.CYMEM_ALLOC, "host_oom",
-                  _requested_only, single_line=True),
+                  _requested_only, single_line=True, says="alloc_failed"),
     MessageFormat("PY_MEMORY_ERROR", ("MemoryError",), P.PY_MEMORY_ERROR, "host_oom", recognise_only=True,
-                  single_line=True),
+                  single_line=True, says="alloc_failed"),
     MessageFormat("HOST_KILL", ("",), P.HOST_KILL, "host_oom", veto=P.HOST_KILL_NOT),
     MessageFormat("IPYTHON_OOM_HEADER", ("OutOfMemoryError",), P.IPYTHON_OOM_HEADER, "cuda_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True),
     MessageFormat("IPYTHON_TF_OOM_HEADER", ("ResourceExhaustedError",), P.IPYTHON_TF_OOM_HEADER, "tf_oom",
                   also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True),
     MessageFormat("IPYTHON_MEMORY_ERROR_HEADER", ("MemoryError",), P.IPYTHON_MEMORY_ERROR_HEADER, "host_oom",
-                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True),
+                  also=("Traceback (most recent call last)",), recognise_only=True, single_line=True, gives_way=True,
+                  says="alloc_failed"),
     MessageFormat("DATALOADER_EXIT", ("exited unexpectedly",), P.DATALOADER_EXIT, "host_oom", recognise_only=True,
                   single_line=True),
 )
@@ -417,6 +422,8 @@ def figures(c: Classified, text: str) -> Figures:
         f: Figures = c.fmt.figures(c.match) if c.match is not None and c.fmt.figures else {}
     except UnitError:  # a size with a unit no allocator prints (damaged text): the message, without figures
         f = {}
+    if c.fmt.says and "message_says" not in f.get("detail", {}):
+        f["detail"] = {**f.get("detail", {}), "message_says": c.fmt.says}
     if f.get("gpu_index") is None:
         g = _GPU_INDEX.search(text)
         if g:
