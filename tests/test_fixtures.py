@@ -229,6 +229,10 @@ KNOWN_GAPS = {
                                                "rows, 'CUDA' on one row and 'out of memory.' on the next",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
                                      "comes from the thread",
+    "p192-instructlab-granite-l4-cotenant.log": "phase: an `ilab model train` command line before a snip marker is not "
+                                                "read as training",
+    "p196-opendm-4090d-fsdp-full-sft-split-lines.log": "figures: a message retyped one clause per line; 'Process has X' "
+                                                       "without a PID and the allocated clause are not read",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
