@@ -222,6 +222,14 @@ KNOWN_GAPS = {
                                                "rows, 'CUDA' on one row and 'out of memory.' on the next",
     "p135-inpaint-yml-bs16-4gb.log": "phase: the log is a training config and the TensorFlow message; the sidecar's train "
                                      "comes from the thread",
+    "p192-instructlab-granite-l4-cotenant.log": "phase: an `ilab model train` command line before a snip marker is not "
+                                                "read as training",
+    "p196-opendm-4090d-fsdp-full-sft-split-lines.log": "figures: a message retyped one clause per line; 'Process has X' "
+                                                       "without a PID and the allocated clause are not read",
+    "p204-mlxlm-qwen3-8b-full-ft-after-iter50.log": "detect: Apple Metal's 'Insufficient Memory' command-buffer abort "
+                                                    "is not an OOM yet",
+    "p205-koboldcpp-m4-metal-failed-to-predict.log": "detect: llama.cpp's Metal 'error: Insufficient Memory "
+                                                     "(...kIOGPUCommandBufferCallbackErrorOutOfMemory)' is not an OOM yet",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
