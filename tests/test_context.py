@@ -151,6 +151,17 @@ def test_axolotl_and_torchtune_memory_metrics_become_samples():
     assert got[1].step == 10
 
 
+def test_mlx_lm_training_reports_are_steps_and_their_peak_memory_a_sample():
+    from oomdoctor.parse.context import memory_samples
+
+    line = ("Iter 50: Train loss 1.487, Learning Rate 1.000e-05, It/sec 0.372, Tokens/sec 358.620, Trained Tokens 26805, "
+            "Peak mem 34.108 GB")
+    assert ctx.step_of(Line(1, None, line)) == ctx.StepCount(50, None, False)
+    assert ctx.step_of(Line(1, None, "Iter 50: Val loss 1.602, Val took 12.345s")) is None
+    got = memory_samples([Line(number=1, rank=None, text=line, raw=line)], "t.log")
+    assert [(s.step, s.max_allocated_bytes is not None) for s in got] == [(50, True)]
+
+
 def test_attention_scores_are_recognised_as_the_operation():
     tb = ('Traceback (most recent call last):\n  File "model.py", line 40, in forward\n'
           '    attn_weights = torch.matmul(query, key.transpose(2, 3)) / math.sqrt(self.head_dim)\n' + MSG)

@@ -226,8 +226,6 @@ KNOWN_GAPS = {
                                                 "read as training",
     "p196-opendm-4090d-fsdp-full-sft-split-lines.log": "figures: a message retyped one clause per line; 'Process has X' "
                                                        "without a PID and the allocated clause are not read",
-    "p204-mlxlm-qwen3-8b-full-ft-after-iter50.log": "detect: Apple Metal's 'Insufficient Memory' command-buffer abort "
-                                                    "is not an OOM yet",
     "p205-koboldcpp-m4-metal-failed-to-predict.log": "detect: llama.cpp's Metal 'error: Insufficient Memory "
                                                      "(...kIOGPUCommandBufferCallbackErrorOutOfMemory)' is not an OOM yet",
 }

@@ -59,6 +59,7 @@ STEP_PATTERNS = (
     # Pointcept and other point-cloud trainers: "Train: [1/50][12/157] Data 1.587 ..." (epoch/epochs, iter/iters)
     lazy(r"\bTrain:?\s{0,2}\[\s{0,6}\d{1,20}/\d{1,20}\]\s{0,2}\[\s{0,6}(?P<n>\d{1,20})/\d{1,20}\]"),
     lazy(r"\bIter\(train\)\s{0,3}\[\s{0,9}(?P<n>\d{1,20})/\d{1,20}\]"),  # mmengine, iteration-based
+    lazy(r"^Iter (?P<n>\d{1,20}): Train loss \d"),  # mlx-lm's trainer: "Iter 50: Train loss 1.487, Learning Rate ..."
     # MXNet's Speedometer (Module.fit, GluonCV scripts): "Epoch[0] Batch [2260]\tSpeed: 0.34 samples/sec", the batch
     # counted within the epoch
     lazy(r"\bEpoch\[\d{1,20}\]\s{0,2}Batch\s{0,2}\[(?P<n>\d{1,20})\]"),
@@ -82,7 +83,7 @@ STEP_PATTERNS = (
 )
 # A literal each of STEP_PATTERNS needs, in the same order: a line without it is not searched (a regex search costs
 # ~1 us, an `in` ~0.05; on a dense log every line is tried). tests/test_context_gates.py holds them to their patterns.
-STEP_NEEDS = ("Epoch", "Epoch(train)", "epoch", "Train", "Iter(train)", "Epoch[", "[", "step=", "iteration", "iter:",
+STEP_NEEDS = ("Epoch", "Epoch(train)", "epoch", "Train", "Iter(train)", ": Train loss ", "Epoch[", "[", "step=", "iteration", "iter:",
               "training from iteration ", "Start training from epoch: ", "step:", "step", "Steps:", "tep", "ter",
               "iterations", " [",
               "Epoch ")
@@ -1795,7 +1796,7 @@ MMENGINE_MEMORY = lazy(r"^(?:Epoch|Iter)\(train\)\s{0,3}\[[^\n]{0,400}?\bmemory:
 # and torchtune's, in GiB with no unit ("Step 10 | loss:1.23 ... peak_memory_alloc:16.4 peak_memory_reserved:17.1").
 HAND_MEMORY = lazy(
     r"(?P<key>(?:max_mem_active|max_mem_allocated|device_mem_reserved)\((?P<kunit>gib|mib)\)"
-    r"|peak_memory_(?:active|alloc|reserved)(?=:)"
+    r"|peak_memory_(?:active|alloc|reserved)(?=:)|(?<=, )Peak mem(?= \d)"  # mlx-lm: "..., Peak mem 34.108 GB"
     r"|max_memory_allocated|memory_allocated|max_memory_reserved|memory_reserved|max_mem|allocated_bytes\.all\.current"
     r"|reserved_bytes\.all\.current|[Aa]llocated(?: memory| mem)?|[Rr]eserved(?: memory| mem)?|GPU mem(?:ory)?(?: used)?)"
     r"(?:\(\))?['\"]?\s{0,3}[:=]?\s{0,3}(?P<v>\d{1,12}(?:\.\d{1,6})?(?:[eE][+-]?\d{1,2})?)\s{0,2}"
