@@ -112,7 +112,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
                             "alloc_failed (a host allocation refused: PyTorch's CPU allocator, numpy, MemoryError, "
                             "std::bad_alloc), batch_halved_to_zero, kv_pool_no_room, prefill_warmup, cublas_handle, "
                             "cudnn_no_algorithm, buffer_over_device_limit, startup_free_below_utilization, "
-                            "inference_workspace"),
+                            "inference_workspace, metal_out_of_memory and metal_buffer_over_limit (Metal itself, "
+                            "under MLX or llama.cpp: not PyTorch's MPS)"),
     "root_cause": ("bool", "torchelastic named this rank as the first failure"),
     "requested_bytes": ("bytes", "'Tried to allocate': the segment the allocator asked for"),
     "total_bytes": ("bytes", "device total capacity"),
@@ -384,6 +385,18 @@ def _coerce(ftype: str, raw: Any) -> Any:
         return None
 
 
+# A serving engine's own message names it (vLLM's start-up check, SGLang's KV pool, TGI's warm-up): its stack.
+_ENGINE_STACK = {"vllm": "stack_vllm", "sglang": "stack_serving_engine", "text-generation-inference": "stack_serving_engine"}
+
+
+def _engine_named(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
+    """The stack of the engine whose own message this is, when the rest of the log named none."""
+    key = _ENGINE_STACK.get(str(event.detail.get("engine")))
+    if key and not out[key]:
+        out[key] = out["stacks_known"] = True
+        ev[key] = (event.evidence["message"],) if "message" in event.evidence else ()
+
+
 def _config(run: RunContext | None, out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> None:
     config = run.config if run else {}
     for key, (ftype, _) in CONFIG_FACTS.items():
@@ -591,6 +604,7 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _eval_bar(event, out, ev)
     _siblings(facts, event, out)
     _config(run, out, ev)
+    _engine_named(event, out, ev)
     _alloc_conf(event, run, out, ev)
     _multiples(out, ev)
     _weights_floor(out, ev)

@@ -305,3 +305,22 @@ def test_a_refused_host_allocation_is_not_called_a_kill(text: str, rule: str) ->
     assert report.events and report.events[0].kind == "host_oom"
     assert report.diagnoses[0].rule == rule
     assert "killed" not in report.diagnoses[0].title.lower() or rule == "host-oom-killer"
+
+
+@pytest.mark.parametrize(("text", "rule", "not_fixes"), [
+    # vLLM's start-up check: another process holds the card; no batch has run (no batch or tensor hedges)
+    ("ValueError: Free memory on device (59.32/79.15 GiB) on startup is less than desired GPU memory utilization (0.9, "
+     "71.24 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+     "vllm-startup-free-memory", {"halve-batch", "shorter-max-seq"}),
+    # Metal's own failure under llama.cpp or MLX: not PyTorch's MPS watermark advice
+    ("error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", "metal-unified-memory", set()),
+    ("[metal::malloc] Attempting to allocate 17179869184 bytes which is greater than the maximum allowed buffer size of "
+     "14302248960 bytes.", "metal-unified-memory", set()),
+])
+def test_an_engines_own_memory_message_gets_its_own_rule(text: str, rule: str, not_fixes: set[str]) -> None:
+    from oomdoctor.api import diagnose_text
+
+    report = diagnose_text(text + "\n")
+    assert report.diagnoses[0].rule == rule
+    assert "mps-watermark" not in {d.rule for d in report.diagnoses}
+    assert not not_fixes & set(report.fixes_to_try)

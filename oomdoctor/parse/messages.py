@@ -256,9 +256,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("MPS_BUFFER_SIZE", ("Invalid buffer size",), P.MPS_BUFFER_SIZE, "mps_oom", lambda m: {
         "requested_bytes": parse_size(m["requested"]), "detail": {"message_says": "buffer_over_device_limit"}}),
     MessageFormat("METAL_COMMAND_OOM", ("CallbackErrorOutOfMemory",), P.METAL_COMMAND_OOM, "mps_oom",
-                  recognise_only=True, same_failure=True),
+                  recognise_only=True, same_failure=True, says="metal_out_of_memory"),
     MessageFormat("MLX_METAL_MALLOC", ("[metal::malloc]",), P.MLX_METAL_MALLOC, "mps_oom", lambda m: {
-        "requested_bytes": int(m["requested"]), "detail": {"max_buffer_bytes": int(m["limit"])}}),
+        "requested_bytes": int(m["requested"]), "detail": {"max_buffer_bytes": int(m["limit"])}},
+        says="metal_buffer_over_limit"),
     MessageFormat("THC_PRE_1_0", _OOM_WORDS, P.THC_PRE_1_0, "cuda_oom", era="pre-1.0", recognise_only=True,
                   same_failure=True),
     # admitted on its own words too: TF 1.x printed the driver's error name without ": out of memory" after it
