@@ -552,7 +552,9 @@ TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory"
 def _inference_only(out: dict[str, Any]) -> None:
     trained = (out["step"] is not None or out["phase"] in ("train", "save") or out["operation"] in ("optimizer", "backward")
                or out["per_device_train_batch_size"] is not None or any(out[f"stack_{s}"] for s in TRAINING_STACKS))
-    serving = out["phase"] in ("generate", "eval") or out["stack_vllm"] or out["stack_serving_engine"] or out["kind"] == "kv_cache"
+    # a web UI (AUTOMATIC1111, Forge) generates images unless the log shows training (its Train tab prints steps)
+    serving = (out["phase"] in ("generate", "eval") or out["stack_vllm"] or out["stack_serving_engine"] or out["stack_webui"]
+               or out["kind"] == "kv_cache")
     out["inference_only"] = False if trained else (True if serving else None)
     world, tp = out["world_size"], out["tensor_parallel"]
     out["data_parallel_degree"] = world // tp if isinstance(world, int) and isinstance(tp, int) and tp > 0 else None

@@ -248,6 +248,10 @@ def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
         "vllm_args": {"max_model_len": new},
         "serving_engine": {"text-generation-inference": f"--max-input-tokens <shorter> --max-total-tokens {new}",
                            "sglang": f"--context-length {new}", "lmdeploy": f"--session-len {new}"},
+        # an image or video model's "length" is its pixels (and frames)
+        "diffusers": {"pipe(height=, width=)": "<lower>", "pipe(num_frames=)": "<fewer>"},
+        "comfyui": "a lower width/height (or fewer frames) on the latent node; tiled VAE decode for large images",
+        "webui": "a lower Width/Height, Hires. fix off or a smaller upscale; Tiled VAE for large images",
     }, effect
 
 
@@ -523,11 +527,15 @@ PILING_EVAL_STACKS = frozenset({"hf_trainer", "trl", "axolotl", "llama_factory"}
 # Trainers whose own evaluation loop already runs without autograd: HF Trainer's prediction_step (and the trainers
 # built on it) under torch.no_grad(), Lightning's validation/test/predict loops under inference_mode by default.
 NO_GRAD_EVAL_STACKS = PILING_EVAL_STACKS | {"lightning"}
+# Apps that only generate (AUTOMATIC1111's web UI and its forks): their sampling already runs without autograd, and
+# they have no evaluation loop to keep outputs in.
+GENERATING_APPS = frozenset({"webui"})
 
 # Fixes the log shows are already in place: suggesting them again would waste the user's next run.
 # A serving engine (vLLM, TGI, SGLang, lmdeploy) runs without autograd and loads 16-bit weights by default.
 ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
-    "eval-no-grad": lambda d: (bool(_stacks(d) & NO_GRAD_EVAL_STACKS) and _v(d, "phase") == "eval") or _serving(d),
+    "eval-no-grad": lambda d: (bool(_stacks(d) & NO_GRAD_EVAL_STACKS) and _v(d, "phase") == "eval") or _serving(d)
+    or (bool(_stacks(d) & GENERATING_APPS) and _v(d, "inference_only") is True),
     "gradient-checkpointing": lambda d: _v(d, "gradient_checkpointing") is True,
     "bf16-autocast": lambda d: _v(d, "mixed_precision") is True or _serving(d),
     "expandable-segments": lambda d: _v(d, "expandable_segments") is True,
@@ -552,7 +560,9 @@ EVAL_LOOP_ONLY = frozenset({"eval-accumulation-steps"})
 # Trainers whose prediction loop already moves each batch's outputs to the host (skorch's forward_iter, device='cpu').
 OUTPUTS_ON_HOST_STACKS = frozenset({"skorch"})
 # Training fixes that also have an inference form on these stacks (a diffusion pipeline offloads its model parts).
-INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion"}}
+INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion", "webui"}}  # the web UI: --medvram, --lowvram
+# A training fix whose inference form is another fix: the batch of a run that only infers is its inference batch.
+INFERENCE_FORM = {"halve-batch": "smaller-eval-batch"}
 
 
 # PYTORCH_CUDA_ALLOC_CONF settings of the native caching allocator: nothing to cudaMallocAsync.
@@ -589,8 +599,10 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
         if f in NATIVE_ALLOCATOR_FIXES and _no_room_to_rearrange(d):
             continue
         if f in TRAINING_ONLY and _v(d, "inference_only") is True and not _stacks(d) & INFERENCE_TOO.get(f, set()):
-            continue
-        if f in EVAL_LOOP_ONLY and (_serving(d) or _stacks(d) & OUTPUTS_ON_HOST_STACKS):
+            if f not in INFERENCE_FORM:
+                continue
+            f = INFERENCE_FORM[f]
+        if f in EVAL_LOOP_ONLY and (_serving(d) or _stacks(d) & (OUTPUTS_ON_HOST_STACKS | GENERATING_APPS)):
             continue
         if f in PYTORCH_ONLY and _not_pytorch(d):
             continue

@@ -15,8 +15,10 @@ def run(**values) -> Derived:
 
 def test_an_inference_only_run_gets_no_training_fixes():
     d = run(inference_only=True)
+    # its batch is the inference batch: halve-batch becomes smaller-eval-batch, checkpointing has no inference form
     assert fitted(["halve-batch", "gradient-checkpointing", "lower-gpu-memory-utilization"], d) == [
-        "lower-gpu-memory-utilization"]
+        "smaller-eval-batch", "lower-gpu-memory-utilization"]
+    assert fitted(["halve-batch", "smaller-eval-batch"], d) == ["smaller-eval-batch"]
     assert fitted(["halve-batch"], run(inference_only=False)) == ["halve-batch"]
 
 
@@ -145,7 +147,8 @@ def test_a_serving_engine_gets_its_own_flags_and_no_training_or_eval_loop_advice
     tgi = run(stack_serving_engine=True, inference_only=True, tensor_parallel=2)
     ids = ["halve-batch", "bf16-autocast", "eval-no-grad", "eval-accumulation-steps", "quantize-weights",
            "more-gpus", "smaller-eval-batch", "shorter-max-seq"]
-    assert fitted(ids, tgi) == ["quantize-weights", "more-gpus", "smaller-eval-batch", "shorter-max-seq"]
+    # halve-batch takes its inference form (smaller-eval-batch) where the rule put it
+    assert fitted(ids, tgi) == ["smaller-eval-batch", "quantize-weights", "more-gpus", "shorter-max-seq"]
     assert build_fix("more-gpus", tgi).changes == {"serving_engine": {
         "text-generation-inference": "--num-shard 4", "sglang": "--tp-size 4", "lmdeploy": "--tp 4"}}
     assert set(build_fix("quantize-weights", tgi).changes) == {"serving_engine"}  # no transformers loading line
@@ -234,3 +237,14 @@ def test_an_8bit_optimizer_bitsandbytes_could_not_give_is_offered_with_the_insta
     fix = build_fix("lighter-optimizer", d)
     assert "pip install -U bitsandbytes" in fix.changes["shell"] and "without GPU support" in (fix.effect or "")
     assert "shell" not in build_fix("lighter-optimizer", run(stack_hf_trainer=True)).changes
+
+
+def test_a_web_ui_generation_gets_its_own_batch_and_no_training_or_eval_loop_advice():
+    webui = run(stack_webui=True, inference_only=True)
+    ids = ["halve-batch", "gradient-checkpointing", "eval-no-grad", "eval-accumulation-steps", "shorter-max-seq",
+           "fix-leak", "cpu-offload"]
+    assert fitted(ids, webui) == ["smaller-eval-batch", "shorter-max-seq", "cpu-offload"]
+    assert set(build_fix("smaller-eval-batch", webui).changes) == {"webui"}
+    # an image model's length is its pixels
+    assert set(build_fix("shorter-max-seq", webui).changes) == {"webui"}
+    assert "pipe(height=, width=)" in build_fix("shorter-max-seq", run(stack_diffusion=True)).changes["diffusers"]

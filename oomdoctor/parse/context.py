@@ -1469,7 +1469,8 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "tensorflow": lazy(r"tensorflow|keras", regex.I),
     # AUTOMATIC1111's Stable Diffusion web UI and its forks (Forge, SD.Next): its modules, its request errors, its bar
     "webui": lazy(r"stable-diffusion-webui|\bmodules[/\\](?:txt2img|img2img|call_queue)\.py|^\*{3} Error completing request"
-                  r"|^Total progress:"),
+                  # its memory summary under every generation: "A: 2.82 GB, R: 2.90 GB, Sys: 3.8/3.8125 GB (99.7%)"
+                  r"|^Total progress:|^A: \d{1,4}\.\d{1,3} GB, R: \d{1,4}\.\d{1,3} GB, Sys: "),
     # kohya-ss sd-scripts, LoRA and DreamBooth training for Stable Diffusion, SDXL, SD3 and FLUX (its bilingual
     # "running training / 学習開始" banner, its scripts, the repository's name)
     "sd_scripts": lazy(r"\bsd-scripts\b|\bkohya|学習開始|\b(?:sdxl|flux|sd3)_train(?:_network)?\.py"),
@@ -1499,7 +1500,8 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "tensorflow": ("tensorflow", "keras"),
     "skorch": ("skorch", "NeuralNet"),
     "sd_scripts": ("sd-scripts", "kohya", "学習開始", "_train"),
-    "webui": ("stable-diffusion-webui", "txt2img", "img2img", "call_queue", "Error completing request", "Total progress:"),
+    "webui": ("stable-diffusion-webui", "txt2img", "img2img", "call_queue", "Error completing request", "Total progress:",
+              " GB, Sys: "),
 }
 
 
