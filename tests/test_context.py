@@ -162,6 +162,17 @@ def test_mlx_lm_training_reports_are_steps_and_their_peak_memory_a_sample():
     assert [(s.step, s.max_allocated_bytes is not None) for s in got] == [(50, True)]
 
 
+def test_a_decode_that_failed_right_after_the_message_is_generation():
+    for after in ("llama_decode: failed to decode, ret = -3", "llama_eval: failed to eval",
+                  "Failed to predict at 43! Check your context buffer sizes!"):
+        log = ("ggml_metal_graph_compute: command buffer 0 failed with status 5\n"
+               "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)\n"
+               "llama_graph_compute: ggml_backend_sched_graph_compute_async failed with error -1\n" + after + "\n")
+        assert events(log)[0].phase == "generate", after
+    # a model that failed to load is start-up, as before
+    assert events(MSG + "Exception: Failed to load the model\n")[0].phase == "init"
+
+
 def test_attention_scores_are_recognised_as_the_operation():
     tb = ('Traceback (most recent call last):\n  File "model.py", line 40, in forward\n'
           '    attn_weights = torch.matmul(query, key.transpose(2, 3)) / math.sqrt(self.head_dim)\n' + MSG)

@@ -226,8 +226,6 @@ KNOWN_GAPS = {
                                                 "read as training",
     "p196-opendm-4090d-fsdp-full-sft-split-lines.log": "figures: a message retyped one clause per line; 'Process has X' "
                                                        "without a PID and the allocated clause are not read",
-    "p205-koboldcpp-m4-metal-failed-to-predict.log": "detect: llama.cpp's Metal 'error: Insufficient Memory "
-                                                     "(...kIOGPUCommandBufferCallbackErrorOutOfMemory)' is not an OOM yet",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

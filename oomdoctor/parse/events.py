@@ -677,8 +677,8 @@ class _EventReader:
             return "train", step.evidence
         if started:  # training started and failed before its first logged step
             return "train", started
-        if (loading := _loading_failed_after(self.lines, hit.end)) is not None:
-            return "init", ctx._ev(self.source, loading)
+        if (said := _caller_said_after(self.lines, hit.end)) is not None:
+            return said[0], ctx._ev(self.source, said[1])
         if (backward := ctx.tf_backward_op(self.lines, hit.idx, hit.end)) is not None:
             return "train", ctx._ev(self.source, backward)
         if (backward := ctx.autograd_backward_line(self.lines, hit.idx)) is not None:
@@ -696,13 +696,19 @@ class _EventReader:
 LOADING_FAILED = lazy(r"^\s{0,8}[\w.]{0,80}(?:Error|Exception): (?:Failed to|Could not|Unable to|Error) load(?:ing)? "
                       r"(?:the )?[\w.-]{0,40} ?(?:model|checkpoint|weights|pipeline)\b"
                       r"|^Error: ShardCannotStart\b", regex.I)  # TGI's launcher: a shard died loading or warming up
+# ... or that the decode it ran failed: llama.cpp's "llama_decode: failed to decode, ret = -3" (older builds'
+# "llama_eval: failed to eval"), KoboldCpp's "Failed to predict at 43!": generation (prompt or tokens)
+DECODE_FAILED = lazy(r"^\s{0,8}(?:llama_decode: failed to decode|llama_eval: failed to eval|Failed to predict at \d)")
+CALLER_SAID = ((LOADING_FAILED, "init"), (DECODE_FAILED, "generate"))
 LOADING_FAILED_LOOKAHEAD_LINES = 12
 
 
-def _loading_failed_after(lines: Sequence[Line], end: int) -> Line | None:
+def _caller_said_after(lines: Sequence[Line], end: int) -> tuple[str, Line] | None:
+    """The phase a caller's own report right after the message names (a load that failed, a decode that failed)."""
     for ln in lines[end + 1 : end + 1 + LOADING_FAILED_LOOKAHEAD_LINES]:
-        if LOADING_FAILED.match(ln.text):
-            return ln
+        for pat, phase in CALLER_SAID:
+            if pat.match(ln.text):
+                return phase, ln
     return None
 
 

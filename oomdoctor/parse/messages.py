@@ -256,7 +256,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("MPS_BUFFER_SIZE", ("Invalid buffer size",), P.MPS_BUFFER_SIZE, "mps_oom", lambda m: {
         "requested_bytes": parse_size(m["requested"]), "detail": {"message_says": "buffer_over_device_limit"}}),
     MessageFormat("METAL_COMMAND_OOM", ("CallbackErrorOutOfMemory",), P.METAL_COMMAND_OOM, "mps_oom",
-                  recognise_only=True, same_failure=True, says="metal_out_of_memory"),
+                  recognise_only=True, same_failure=True, single_line=True, says="metal_out_of_memory"),
     MessageFormat("MLX_METAL_MALLOC", ("[metal::malloc]",), P.MLX_METAL_MALLOC, "mps_oom", lambda m: {
         "requested_bytes": int(m["requested"]), "detail": {"max_buffer_bytes": int(m["limit"])}},
         says="metal_buffer_over_limit"),
