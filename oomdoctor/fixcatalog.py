@@ -348,6 +348,13 @@ def _more_gpus(d: Derived) -> tuple[Changes, str | None]:
             "serving_engine": {"text-generation-inference": f"--num-shard {more}", "sglang": f"--tp-size {more}",
                                "lmdeploy": f"--tp {more}"},
         }, "the weights and the KV cache split over the tensor-parallel GPUs: each holds a share"
+    if _v(d, "inference_only") is True:  # one process that only infers: its layers spread over the GPUs, or a bigger card
+        return {
+            "loading": 'model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")  # its layers over every '
+                       "visible GPU",
+            "diffusers": 'pipe = DiffusionPipeline.from_pretrained(name, device_map="balanced")  # its models over the GPUs',
+            "shell": "CUDA_VISIBLE_DEVICES=0,1 python infer.py ...  # more GPUs visible, or a card with more memory",
+        }, "the weights and activations split over the GPUs (or one card with more memory): each holds a share"
     return {"shell": f"torchrun --nproc_per_node={2 * world if isinstance(world, int) else '<more GPUs>'} ..."}, \
         (f"{world} → {2 * world} ranks: sharded states per GPU halve" if isinstance(world, int) else None)
 

@@ -248,3 +248,9 @@ def test_a_web_ui_generation_gets_its_own_batch_and_no_training_or_eval_loop_adv
     # an image model's length is its pixels
     assert set(build_fix("shorter-max-seq", webui).changes) == {"webui"}
     assert "pipe(height=, width=)" in build_fix("shorter-max-seq", run(stack_diffusion=True)).changes["diffusers"]
+
+
+def test_more_gpus_for_a_run_that_only_infers_splits_its_model_not_its_ranks():
+    fix = build_fix("more-gpus", run(inference_only=True))
+    assert 'device_map="auto"' in fix.changes["loading"] and "torchrun" not in str(fix.changes)
+    assert "torchrun" in build_fix("more-gpus", run(inference_only=False, world_size=4)).changes["shell"]
