@@ -226,6 +226,12 @@ KNOWN_GAPS = {
                                                 "read as training",
     "p196-opendm-4090d-fsdp-full-sft-split-lines.log": "figures: a message retyped one clause per line; 'Process has X' "
                                                        "without a PID and the allocated clause are not read",
+    "p213-fluxtext-rank4-ocr-loss-conv-process-clause.log": "held-out, scored only: phase: frames inside the "
+                                                            "project's loss package (an OCR loss's encoder) are not "
+                                                            "read as training",
+    "p214-megatronbridge-llama3-8b-fp8-nccl-warn-ranks.log": "step/phase: Megatron's 'Training ...' banner and "
+                                                            "'current_iteration to 0' before NCCL's warnings are "
+                                                            "not read",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
