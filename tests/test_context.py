@@ -173,6 +173,14 @@ def test_a_decode_that_failed_right_after_the_message_is_generation():
     assert events(MSG + "Exception: Failed to load the model\n")[0].phase == "init"
 
 
+def test_megatrons_training_banner_and_rerun_iteration_give_phase_and_step():
+    log = ("done with setup ...\nTraining ...\nSetting rerun_state_machine.current_iteration to 0...\n"
+           "[2025-09-24 16:15:28] node-1:29:30 [0] include/alloc.h:228 NCCL WARN Cuda failure 2 'out of memory'\n")
+    e = events(log)[0]
+    assert (e.kind, e.step, e.phase) == ("nccl", 0, "train")
+    assert ctx.step_of(Line(1, None, "Setting rerun_state_machine.current_iteration to 12...")) == ctx.StepCount(12, None, False)
+
+
 def test_attention_scores_are_recognised_as_the_operation():
     tb = ('Traceback (most recent call last):\n  File "model.py", line 40, in forward\n'
           '    attn_weights = torch.matmul(query, key.transpose(2, 3)) / math.sqrt(self.head_dim)\n' + MSG)

@@ -14,7 +14,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # One line per form, from the patterns' own comments, so each gate is tried on a line its pattern matches.
 EXAMPLES = [
     "Epoch: [0][511/1736]\tTime 0.2", "Epoch(train) [1][ 50/782]  lr: 1e-4", "| epoch   1 |   600/ 3515 batches | lr 20",
-    "Train: [1/50][12/157] Data 1.587", "Iter(train) [  50/1000]  lr: 2e-4", "Iter 50: Train loss 1.487, It/sec 0.372", "[3, 1200] loss: 0.51", "[2,   400/1000]",
+    "Train: [1/50][12/157] Data 1.587", "Iter(train) [  50/1000]  lr: 2e-4", "Iter 50: Train loss 1.487, It/sec 0.372",
+    "Setting rerun_state_machine.current_iteration to 0...", "Training ...", "[3, 1200] loss: 0.51", "[2,   400/1000]",
     "step=120, skipped=0, lr=[1e-05]", "iteration      120/   50000 | consumed samples", "eta: 1:00  iter: 19  loss 1.2",
     "Starting training from iteration 0", "Start training from epoch: 0, iter: 120", "step: 12", "{'loss': 0.5, 'step': 50}",
     "Steps: 12", "global_step 12", "Step #12/100", "Iter 120/500", "|    iterations      | 3        |",

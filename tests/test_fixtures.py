@@ -229,9 +229,6 @@ KNOWN_GAPS = {
     "p213-fluxtext-rank4-ocr-loss-conv-process-clause.log": "held-out, scored only: phase: frames inside the "
                                                             "project's loss package (an OCR loss's encoder) are not "
                                                             "read as training",
-    "p214-megatronbridge-llama3-8b-fp8-nccl-warn-ranks.log": "step/phase: Megatron's 'Training ...' banner and "
-                                                            "'current_iteration to 0' before NCCL's warnings are "
-                                                            "not read",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

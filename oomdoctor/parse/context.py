@@ -66,6 +66,8 @@ STEP_PATTERNS = (
     lazy(r"^\s{0,4}\[\s{0,4}\d{1,20},\s{0,8}(?P<n>\d{1,20})(?:/\d{1,20})?\]"),  # [epoch, iter] / [epoch, iter/total]
     lazy(r"\bstep=(?P<n>\d{1,20})\b"),  # DeepSpeed log_dist
     lazy(r"\biteration\s{1,12}(?P<n>\d{1,20})\s{0,4}/\s{0,12}\d{1,20}"),  # Megatron
+    # Megatron-core's rerun state machine, as each iteration starts: "Setting rerun_state_machine.current_iteration to 0..."
+    lazy(r"\brerun_state_machine\.current_iteration to (?P<n>\d{1,20})\b"),
     lazy(r"\biter:\s{0,4}(?P<n>\d{1,20})\b"),  # detectron2 metric lines
     lazy(r"[Ss]tarting training from iteration (?P<n>\d{1,20})"),  # detectron2
     lazy(r"\bStart training from epoch: \d{1,20}, iter: (?P<n>\d{1,20})"),  # BasicSR (Real-ESRGAN, GFPGAN, ...)
@@ -83,7 +85,8 @@ STEP_PATTERNS = (
 )
 # A literal each of STEP_PATTERNS needs, in the same order: a line without it is not searched (a regex search costs
 # ~1 us, an `in` ~0.05; on a dense log every line is tried). tests/test_context_gates.py holds them to their patterns.
-STEP_NEEDS = ("Epoch", "Epoch(train)", "epoch", "Train", "Iter(train)", ": Train loss ", "Epoch[", "[", "step=", "iteration", "iter:",
+STEP_NEEDS = ("Epoch", "Epoch(train)", "epoch", "Train", "Iter(train)", ": Train loss ", "Epoch[", "[", "step=", "iteration",
+              "current_iteration to ", "iter:",
               "training from iteration ", "Start training from epoch: ", "step:", "step", "Steps:", "tep", "ter",
               "iterations", " [",
               "Epoch ")
@@ -124,6 +127,7 @@ TRAIN_BANNER = lazy(
     r"|[Ss]tarting training from iteration|\bStart [Tt]raining\b"
     r"|^Epoch \d{1,6}/\d{1,6}\s*$"  # Keras fit() opening an epoch ("Epoch 1/160" on its own line)
     r"|^>{3,}\s?[Ss]tart [Tt]raining\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
+    r"|^[Tt]raining \.\.\.\s*$"  # Megatron-LM's train() after its setup ("training ...", Megatron-Bridge "Training ...")
 )
 FRAME = lazy(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'  # CPython; TorchScript's autograd
