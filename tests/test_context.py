@@ -247,6 +247,27 @@ def test_lightning_2x_bars_at_their_total_during_validation_keep_counting_traini
     assert one(epoch + val + "Epoch 1:  30%|#   | 3/10 [00:00<00:01, 10.9it/s, train_loss=1.32]\n" + MSG).step == 13
 
 
+
+# Lightning's default sanity check: two validation batches under their own bar before the first training bar
+SANITY = ("Sanity Checking: |          | 0/? [00:00<?, ?it/s]\n"
+          "Sanity Checking DataLoader 0:   0%|          | 0/2 [00:00<?, ?it/s]\n"
+          "Sanity Checking DataLoader 0:  50%|#####     | 1/2 [00:00<00:00, 61.18it/s]\n"
+          "Sanity Checking DataLoader 0: 100%|##########| 2/2 [00:00<00:00, 84.59it/s]\n"
+          "                                                                           \n"
+          "Training: |          | 0/? [00:00<?, ?it/s]\n")
+
+
+def test_lightnings_epoch_bar_after_its_sanity_check_is_training():
+    epoch0 = "".join(f"Epoch 0:  {k * 12}%|#   | {k}/8 [00:00<00:00, 8.2it/s, train_loss_step=4.41]\n" for k in range(6))
+    e = one(SANITY + epoch0 + MSG)
+    assert (e.step, e.phase) == (5, "train")  # epoch 0's fifth batch, not the sanity check's count
+    first = one(SANITY + "Epoch 0:   0%|          | 0/8 [00:00<?, ?it/s]\n" + MSG)
+    assert (first.step, first.phase) == (0, "train")  # its first batch, as the bar shows it
+    assert one(SANITY + MSG).phase != "eval"  # failing before the epoch's bar is drawn: the sanity check is over
+    # a bar of another label after the sanity check stays the evaluation's
+    e = one(SANITY + "Validation DataLoader 0:  50%|#####     | 1/2 [00:00<00:00, 61.18it/s]\n" + MSG)
+    assert e.phase == "eval"
+
 MM = "11/28 15:35:25 - mmengine - INFO - "
 MM_TRAIN_FRAMES = ('Traceback (most recent call last):\n'
                    '  File "/site-packages/mmengine/runner/loops.py", line 115, in run_epoch\n'

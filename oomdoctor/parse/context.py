@@ -124,6 +124,9 @@ TRAIN_BANNER = lazy(
     r"|[Ss]tarting training from iteration|\bStart [Tt]raining\b"
     r"|^Epoch \d{1,6}/\d{1,6}\s*$"  # Keras fit() opening an epoch ("Epoch 1/160" on its own line)
     r"|^>{3,}\s?[Ss]tart [Tt]raining\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
+    # Lightning's training bar at its start, before its first epoch relabels it "Epoch 0": "Training: |  | 0/? [00:00<?,
+    # ?it/s]" (1.x: "Training: 0it [00:00, ?it/s]"); it ends the default sanity check's validation bars
+    r"|^Training:\s{0,4}(?:(?:0%)?\|[^|\n]{0,160}\|\s{0,4}0/(?:\?|\d{1,20})|0it)\s{0,4}\[\d"
 )
 FRAME = lazy(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'  # CPython; TorchScript's autograd
