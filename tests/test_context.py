@@ -268,6 +268,26 @@ def test_lightnings_epoch_bar_after_its_sanity_check_is_training():
     e = one(SANITY + "Validation DataLoader 0:  50%|#####     | 1/2 [00:00<00:00, 61.18it/s]\n" + MSG)
     assert e.phase == "eval"
 
+
+def _catalyst(epoch: int, loader: str, upto: int, total: int) -> str:
+    return "".join(f"{epoch}/3 * Epoch ({loader}):  {k * 100 // total}%|#  | {k}/{total} [00:00<00:00,  5.52it/s, "
+                   f"accuracy01=0.125, loss=1.426, lr=1.000e-03, momentum=0.900]\n" for k in range(upto + 1))
+
+
+CATALYST_EPOCH1 = (_catalyst(1, "train", 10, 10) + "train (1/3) accuracy01: 0.2125 | loss: 1.4668 | lr: 0.001\n"
+                   + _catalyst(1, "valid", 4, 4) + "valid (1/3) accuracy01: 0.25 | loss: 1.4286 | lr: 0.001\n"
+                   + "* Epoch (1/3) \n")
+
+
+def test_a_labelled_evaluation_bars_count_is_not_the_training_step():
+    # Catalyst draws one bar per loader and epoch: the "(valid)" bars count validation batches
+    e = one(CATALYST_EPOCH1 + _catalyst(2, "train", 4, 10) + MSG)
+    assert (e.step, e.phase) == (4, "train")  # the second epoch's training bar, after the validation bars
+    e = one(_catalyst(1, "train", 10, 10) + _catalyst(1, "valid", 1, 4) + MSG)
+    assert (e.step, e.phase) == (10, "eval")  # the training bar's count, not the validation bar's 1
+    e = one(CATALYST_EPOCH1 + "Saving checkpoint to /workspace/run/out/model.0001.pth\n" + MSG)
+    assert (e.step, e.phase) == (10, "save")
+
 MM = "11/28 15:35:25 - mmengine - INFO - "
 MM_TRAIN_FRAMES = ('Traceback (most recent call last):\n'
                    '  File "/site-packages/mmengine/runner/loops.py", line 115, in run_epoch\n'
