@@ -266,6 +266,47 @@ def test_lightning_2x_bars_at_their_total_during_validation_keep_counting_traini
     assert one(epoch + val + "Epoch 1:  30%|#   | 3/10 [00:00<00:01, 10.9it/s, train_loss=1.32]\n" + MSG).step == 13
 
 
+
+# Lightning's default sanity check: two validation batches under their own bar before the first training bar
+SANITY = ("Sanity Checking: |          | 0/? [00:00<?, ?it/s]\n"
+          "Sanity Checking DataLoader 0:   0%|          | 0/2 [00:00<?, ?it/s]\n"
+          "Sanity Checking DataLoader 0:  50%|#####     | 1/2 [00:00<00:00, 61.18it/s]\n"
+          "Sanity Checking DataLoader 0: 100%|##########| 2/2 [00:00<00:00, 84.59it/s]\n"
+          "                                                                           \n"
+          "Training: |          | 0/? [00:00<?, ?it/s]\n")
+
+
+def test_lightnings_epoch_bar_after_its_sanity_check_is_training():
+    epoch0 = "".join(f"Epoch 0:  {k * 12}%|#   | {k}/8 [00:00<00:00, 8.2it/s, train_loss_step=4.41]\n" for k in range(6))
+    e = one(SANITY + epoch0 + MSG)
+    assert (e.step, e.phase) == (5, "train")  # epoch 0's fifth batch, not the sanity check's count
+    first = one(SANITY + "Epoch 0:   0%|          | 0/8 [00:00<?, ?it/s]\n" + MSG)
+    assert (first.step, first.phase) == (0, "train")  # its first batch, as the bar shows it
+    assert one(SANITY + MSG).phase != "eval"  # failing before the epoch's bar is drawn: the sanity check is over
+    # a bar of another label after the sanity check stays the evaluation's
+    e = one(SANITY + "Validation DataLoader 0:  50%|#####     | 1/2 [00:00<00:00, 61.18it/s]\n" + MSG)
+    assert e.phase == "eval"
+
+
+def _catalyst(epoch: int, loader: str, upto: int, total: int) -> str:
+    return "".join(f"{epoch}/3 * Epoch ({loader}):  {k * 100 // total}%|#  | {k}/{total} [00:00<00:00,  5.52it/s, "
+                   f"accuracy01=0.125, loss=1.426, lr=1.000e-03, momentum=0.900]\n" for k in range(upto + 1))
+
+
+CATALYST_EPOCH1 = (_catalyst(1, "train", 10, 10) + "train (1/3) accuracy01: 0.2125 | loss: 1.4668 | lr: 0.001\n"
+                   + _catalyst(1, "valid", 4, 4) + "valid (1/3) accuracy01: 0.25 | loss: 1.4286 | lr: 0.001\n"
+                   + "* Epoch (1/3) \n")
+
+
+def test_a_labelled_evaluation_bars_count_is_not_the_training_step():
+    # Catalyst draws one bar per loader and epoch: the "(valid)" bars count validation batches
+    e = one(CATALYST_EPOCH1 + _catalyst(2, "train", 4, 10) + MSG)
+    assert (e.step, e.phase) == (4, "train")  # the second epoch's training bar, after the validation bars
+    e = one(_catalyst(1, "train", 10, 10) + _catalyst(1, "valid", 1, 4) + MSG)
+    assert (e.step, e.phase) == (10, "eval")  # the training bar's count, not the validation bar's 1
+    e = one(CATALYST_EPOCH1 + "Saving checkpoint to /workspace/run/out/model.0001.pth\n" + MSG)
+    assert (e.step, e.phase) == (10, "save")
+
 MM = "11/28 15:35:25 - mmengine - INFO - "
 MM_TRAIN_FRAMES = ('Traceback (most recent call last):\n'
                    '  File "/site-packages/mmengine/runner/loops.py", line 115, in run_epoch\n'

@@ -128,6 +128,9 @@ TRAIN_BANNER = lazy(
     r"|^Epoch \d{1,6}/\d{1,6}\s*$"  # Keras fit() opening an epoch ("Epoch 1/160" on its own line)
     r"|^>{3,}\s?[Ss]tart [Tt]raining\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
     r"|^[Tt]raining \.\.\.\s*$"  # Megatron-LM's train() after its setup ("training ...", Megatron-Bridge "Training ...")
+    # Lightning's training bar at its start, before its first epoch relabels it "Epoch 0": "Training: |  | 0/? [00:00<?,
+    # ?it/s]" (1.x: "Training: 0it [00:00, ?it/s]"); it ends the default sanity check's validation bars
+    r"|^Training:\s{0,4}(?:(?:0%)?\|[^|\n]{0,160}\|\s{0,4}0/(?:\?|\d{1,20})|0it)\s{0,4}\[\d"
 )
 FRAME = lazy(
     r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'  # CPython; TorchScript's autograd
@@ -505,10 +508,10 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
         nearest = None  # a loop's closing summary names no phase, and the banners before it are stale
     banner = nearest if nearest and nearest.kind != "train" else None
     started = nearest.idx if nearest and nearest.kind == "train" else None
-    limit = banner.idx if banner else idx
-    if banner and KERAS3_AT_TOTAL.search(lines[banner.idx].text):
-        limit += 1  # the banner is the training bar's own last drawing: its batches are done
-    j = _past_close_redraw(steps, bisect_left(s_idx, limit) - 1)
+    own_last = banner is not None and bool(KERAS3_AT_TOTAL.search(lines[banner.idx].text))
+    # own_last: the banner is the training bar's own last drawing: its batches are done
+    j = bisect_left(s_idx, banner.idx + own_last if banner else idx) - 1
+    j = _past_close_redraw(steps, j if own_last else _before_eval_bars(steps, j, b_idx, banners))
     step = Value(value=steps[j].n, evidence=_ev(source, lines[steps[j].idx])) if j >= 0 else None
     train_total = steps[j].total if j >= 0 else None
     if banner:
@@ -628,6 +631,18 @@ def bar_spans_epochs(markers: Markers, i: int, rank: int | None) -> bool:
                                            for ln in markers.lines[steps[j].idx : steps[j + 1].idx]):
             return True
     return False
+
+
+def _before_eval_bars(steps: Sequence[Step], j: int, b_idx: Sequence[int], banners: Sequence[Banner]) -> int:
+    """The last step marker at or before steps[j] that is not a bar whose own line names an evaluation: such a bar
+    counts that loop's batches, not training's (Catalyst's "1/3 * Epoch (valid): 100%|...| 4/4" after its "(train)"
+    bar, Lightning's "Sanity Checking DataLoader 0: 1/2" before any). -1 when there is none."""
+    while j >= 0 and steps[j].bar:
+        k = bisect_left(b_idx, steps[j].idx)
+        if k == len(b_idx) or b_idx[k] != steps[j].idx or banners[k].kind != "eval":
+            break
+        j -= 1
+    return j
 
 
 def _past_close_redraw(steps: Sequence[Step], j: int) -> int:
