@@ -101,6 +101,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "phase": ("str", "train, eval, generate, save, init or unknown"),
     "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward, kv_cache (allocating a key/value cache) or attention (computing attention scores)"),
     "progress_after_oom": ("bool", "a training counter kept advancing after this OOM was raised: another run writes to the same output"),
+    "raised_in_engine": ("str", "the serving engine whose own process raised the OOM (vllm: its EngineCore or worker "
+                                "labelled the line), not a process beside it"),
     "request_absurd": ("bool", "the request is at least 8x the device (or over 1 PiB): a shape or size bug, not a memory limit"),
     "allocated_exceeds_total": ("bool", "PyTorch holds more than the device has: the driver spills into system memory (Windows WDDM)"),
     "step": ("int", "training step at failure"),
@@ -618,6 +620,9 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _inference_only(out)
     _snapshot(event, out, ev)
     _summary(event, out, ev)
+    out["raised_in_engine"] = event.detail.get("raised_in_engine")
+    if out["raised_in_engine"]:
+        ev["raised_in_engine"] = (event.evidence["message"],)
     out["progress_after_oom"] = bool(event.detail.get("progress_after"))
     if out["progress_after_oom"]:
         ev["progress_after_oom"] = (event.evidence["progress_after"],)

@@ -324,3 +324,18 @@ def test_an_engines_own_memory_message_gets_its_own_rule(text: str, rule: str, n
     assert report.diagnoses[0].rule == rule
     assert "mps-watermark" not in {d.rule for d in report.diagnoses}
     assert not not_fixes & set(report.fixes_to_try)
+
+
+def test_an_oom_vllms_own_engine_raised_is_not_blamed_on_vllm_beside_it() -> None:
+    # vLLM V1 labels its engine's lines; an OOM in them is the engine's own, not a trainer colocated with vLLM
+    from oomdoctor.api import diagnose_text
+
+    msg = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 192.00 MiB. GPU 0 has a total capacity of "
+           "23.56 GiB of which 83.25 MiB is free. Including non-PyTorch memory, this process has 23.47 GiB memory in use. "
+           "Of the allocated memory 22.90 GiB is allocated by PyTorch, and 150.00 MiB is reserved by PyTorch but "
+           "unallocated.")
+    engine = diagnose_text(f"(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] {msg}\n")
+    assert engine.events[0].detail.get("raised_in_engine") == "vllm"
+    assert "vllm-colocated-oom" not in {d.rule for d in engine.diagnoses}
+    beside = diagnose_text(f"INFO 05-28 08:00:01 [llm_engine.py:230] Initializing a vLLM engine\n[rank0]: {msg}\n")
+    assert "vllm-colocated-oom" in {d.rule for d in beside.diagnoses}

@@ -1473,7 +1473,7 @@ STACKS: dict[str, regex.Pattern[str]] = {
                        r"|rloo_trainer|online_dpo_trainer|_generate_and_score_completions|\bverl[/.]|openrlhf", regex.I),
     "torchtitan": lazy(r"torchtitan"),
     "megatron": lazy(r"megatron", regex.I),
-    "vllm": lazy(r"\bvllm\b", regex.I),
+    "vllm": lazy(r"\bvllm\b|^\((?:EngineCore(?:_\d{1,3})?|VllmWorker(?: rank=\d{1,4})?|APIServer) pid=\d", regex.I),
     # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer.
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
                            r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
@@ -1496,6 +1496,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
     # skorch's scikit-learn style wrapper: its frames, or its net classes named in a repr or a traceback
     "skorch": lazy(r"\bskorch[/.\\]|\bNeuralNet(?:Classifier|Regressor|BinaryClassifier)\b"),
 }
+# vLLM V1 labels each line with the process that wrote it: "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] ...",
+# "(EngineCore_0 pid=...)", "(VllmWorker rank=1 pid=...)" (the engine and its workers; "(APIServer pid=...)" serves).
+VLLM_PROCESS = lazy(r"^\((?:EngineCore(?:_\d{1,3})?|VllmWorker(?: rank=\d{1,4})?) pid=\d{1,10}\)")
 # Literals one of which every match of a stack's pattern holds (its alternatives, shortened): a line without any
 # does not name the stack. Case-insensitive patterns are tested against the casefolded text.
 STACK_LITERALS: dict[str, tuple[str, ...]] = {
@@ -1510,7 +1513,7 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "rl_trainer": ("trainer", "grpoconfig", "_generate_and_score_completions", "verl", "openrlhf"),
     "torchtitan": ("torchtitan",),
     "megatron": ("megatron",),
-    "vllm": ("vllm",),
+    "vllm": ("vllm", "enginecore", "apiserver pid="),
     "serving_engine": ("lmdeploy", "turbomind", "[tm][", "generation", "sglang", "tensorrt", "fastertransformer"),
     "diffusion": ("diffusers", "DiffusionPipeline", "StableDiffusion", "comfy", "ComfyUI", "KSampler",
                   "stable-diffusion-webui", "sd_samplers", "txt2img", "img2img", "Fooocus", "invokeai"),

@@ -546,6 +546,8 @@ class _EventReader:
         first = lines[hit.idx]
         detail = dict(f.pop("detail", {}) or {})  # the cached figures are shared: never mutate their detail
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
+        if "pid=" in first.text and ctx.VLLM_PROCESS.match(first.text):
+            detail["raised_in_engine"] = "vllm"  # vLLM's own engine or worker process raised it, not a process beside it
         step, banner_phase, banner_ev, started, bar_after_setup = ctx.step_and_banner(self.markers, hit.idx, rank,
                                                                                       source)
         if step is None and banner_phase is None:
