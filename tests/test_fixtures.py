@@ -229,6 +229,14 @@ KNOWN_GAPS = {
     "p213-fluxtext-rank4-ocr-loss-conv-process-clause.log": "held-out, scored only: phase: frames inside the "
                                                             "project's loss package (an OCR loss's encoder) are not "
                                                             "read as training",
+    "p217-sglang-compose-2x4090-gemma3-12b-kv-pool-init.log": "held-out, scored only: figures: a message cut inside "
+                                                              "its allocated clause ('... 22.67 GiB is a') loses "
+                                                              "the whole figure printed before the cut",
+    "p218-maniptrans-v100-test-mode-retyped-two-lines.log": "figures: a message retyped in a shortened form of its "
+                                                            "own ('(GPU 0; 31.74 GiB total; 30.31 GiB allocated; "
+                                                            "10.06 MiB free)') keeps only the request",
+    "p223-llamastack-8gb-parameter-fence-glued.log": "phase: a pasted source line creating a layer's weight "
+                                                     "Parameter (no frame around it) is not read as set-up",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
