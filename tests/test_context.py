@@ -1317,6 +1317,67 @@ def test_a_bar_over_an_iterable_without_a_length_counts_steps():
     assert step("Training data loop: 37it [00:10,  3.60it/s, loss=0.5]") == ctx.StepCount(37, None, True)
 
 
+def _open_epoch(epoch: int, upto: int, post: str = "") -> str:
+    return "".join(f"Epoch {epoch}: |          | {k}/? [00:00<00:00, 84.14it/s{post}]\n" for k in range(upto + 1))
+
+
+OPEN_VALIDATION = ("Validation: |          | 0/? [00:00<?, ?it/s]\n"
+                   "Validation DataLoader 0: |          | 0/? [00:00<?, ?it/s]\n"
+                   "Validation DataLoader 0: |          | 1/? [00:00<00:00, 348.22it/s]\n"
+                   "Epoch 0: |          | 8/? [00:00<00:00, 115.83it/s, val_loss=1.430, train_loss=2.060]\n"
+                   "Epoch 0: |          | 0/? [00:00<?, ?it/s, val_loss=1.430, train_loss=2.060]\n")
+
+
+def test_lightnings_bars_over_an_iterable_dataset_count_the_epochs_before():
+    # GluonTS's estimators (an endless sampler cut at num_batches_per_epoch): "Epoch 1: |  | 5/?" is the sixth batch
+    # of the second epoch, 8 + 5, after epoch 0's eight and its validation
+    epoch0 = SANITY + _open_epoch(0, 8) + OPEN_VALIDATION
+    e = one(epoch0 + _open_epoch(1, 5, ", val_loss=1.430") + MSG)
+    assert (e.step, e.phase) == (13, "train")
+    # validation failing at the end of epoch 1: both epochs' batches
+    e = one(epoch0 + _open_epoch(1, 8, ", val_loss=1.430") + "Validation DataLoader 0: |          | 0/? [00:00<?]\n"
+            + MSG)
+    assert (e.step, e.phase) == (16, "eval")
+    # each epoch's length is its own largest count: epochs of an iterable may differ
+    assert one(_open_epoch(0, 8) + _open_epoch(1, 6) + _open_epoch(2, 3) + MSG).step == 17
+    # a log that starts mid-run, without the earlier epochs' bars, does not show the global step
+    assert one(_open_epoch(2, 3) + MSG).step is None
+
+
+LOGGED_OOM = "Recovering from a checkpoint after training failed with the following exception:\n " + MSG_21.split(": ", 1)[1]
+
+
+def _traceback_after(func: str, exception: str) -> str:
+    return ("Traceback (most recent call last):\n"
+            '  File "/site-packages/gluonts/torch/model/estimator.py", line 235, in train\n'
+            "    best_checkpoint = torch.load(\n"
+            f'  File "/site-packages/torch/serialization.py", line 776, in {func}\n'
+            "    super().__init__(open(name, mode))\n"
+            f"{exception}\n")
+
+
+def test_a_traceback_of_another_exception_after_a_logged_message_is_not_the_oom_s():
+    # GluonTS logs the OOM, then fails to load the checkpoint it recovers from: those frames are FileNotFoundError's
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/run/checkpoints/epoch=0-step=8.ckpt'"
+    assert one(LOGGED_OOM + _traceback_after("__init__", missing)).phase == "unknown"
+    # the logged message raised after it: its own traceback still names the phase
+    raised = MSG_21.rstrip()  # the same message: one event
+    assert one(LOGGED_OOM + _traceback_after("save_checkpoint", raised)).phase == "save"
+
+
+def test_lightnings_verbose_model_checkpoint_line_is_a_save_banner():
+    bar = "Epoch 0: |          | 8/? [00:00<00:00, 22.72it/s, val_loss=1.430, train_loss=1.940]"
+    saving = ("Epoch 0, global step 8: 'val_loss' reached 1.43126 (best 1.43126), saving model to "
+              "'/run/checkpoints/epoch=0-step=8.ckpt' as top 1\n")
+    e = one(_open_epoch(0, 8) + bar + saving + LOGGED_OOM)
+    assert (e.step, e.phase) == (8, "save")
+    # the next epoch's bars after it: the save went through, training went on
+    assert one(_open_epoch(0, 8) + bar + saving + _open_epoch(1, 3) + LOGGED_OOM).phase == "train"
+    # the line saying the score did not improve saves nothing
+    assert one(_open_epoch(0, 8) + bar + "Epoch 0, global step 8: 'val_loss' was not in top 1\n"
+               + LOGGED_OOM).phase != "save"
+
+
 def test_a_training_heading_between_two_rules_starts_training():
     msg = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity)\n"
     rule = "-------------------------------------\n"

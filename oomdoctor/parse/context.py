@@ -35,9 +35,11 @@ LIGHTNING = lazy(
 )
 # A bar over an iterable with no length: tqdm's "37it [00:10,  3.60it/s, loss=0.5]" (`tqdm(enumerate(loader))`, a
 # streaming dataset), and Lightning's "Epoch 0: |          | 12/? [00:05<00:00, ...]" (an IterableDataset: the epoch's
-# count, so the global step only in epoch 0). The count, no total.
+# count, so the global step on its own line only in epoch 0; a later epoch's is the earlier epochs' batches plus
+# its count, which Markers adds from the bars drawn before it: lightning_open_steps). The count, no total.
 TQDM_OPEN = lazy(r"(?<![\w.])(?P<n>\d{1,20})it \[(?:\d{1,3}:)?\d{1,2}:\d\d[,\]]")
-LIGHTNING_OPEN = lazy(r"^Epoch 0:\s{0,4}(?:\d{1,3}%)?\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/\?\s{0,4}\[\d")
+LIGHTNING_OPEN = lazy(
+    r"^Epoch (?P<epoch>\d{1,20}):\s{0,4}(?:\d{1,3}%)?\|[^|\n]{0,160}\|\s{0,4}(?P<n>\d{1,20})/\?\s{0,4}\[\d")
 # The module's own global step logged into Lightning's bar ("..., global_step=208.0]"; CompVis-style diffusion trainers
 # log it so): the trainer's counter, where the bar counts batches.
 GLOBAL_STEP_POSTFIX = lazy(r"[,\s]global_step=(?P<n>\d{1,20})(?:\.0)?(?=[,\]\s]|$)")
@@ -120,6 +122,9 @@ LOOP_ENDED = lazy(r"\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4
 KERAS3_AT_TOTAL = lazy(r"^\s{0,4}(?P<k>\d{1,20})/(?P=k) ━{1,400} 0s ")  # Keras 3's bar at its total, before validation
 SAVE_BANNER = lazy(r"Saving model checkpoint to|Saving checkpoint|\[Rank \d{1,20}\] Saving|saving checkpoint at iteration"
                             r"|Saving (?:the )?model (?:to|at)\b|Saving weights"
+                            # Lightning's ModelCheckpoint(verbose=True) right before it writes: "Epoch 0, global step 8:
+                            # 'val_loss' reached 1.43126 (best 1.43126), saving model to '.../epoch=0-step=8.ckpt' as top 1"
+                            r"|\bglobal step \d{1,20}: [^\n]{0,300}?, saving model to '"
                             # latent-diffusion's main.py and its many forks, saving on an exception or a signal
                             r"|^Summoning checkpoint\.")
 TRAIN_BANNER = lazy(
@@ -276,7 +281,7 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
             b = bars[-1]
             return StepCount(int(b["n"]), int(b["total"]), True)
         m = LIGHTNING_OPEN.match(text) if gates.lightning and "/?" in text else None
-        if m:
+        if m and m["epoch"] == "0":
             return StepCount(int(m["n"]), None, True)
     m = TQDM_OPEN.search(text) if gates.open_bar and "it [" in text else None
     if m:  # a data bar names what it walks before its count ("Tokenizing: 512it [...]"): not a step
@@ -391,12 +396,15 @@ class Markers:
         self.banners: list[Banner] = []  # one per line, by precedence
         self.eval_banners: list[int] = []  # every line EVAL_BANNER matches (a Lightning epoch bar too)
         epoch_bars = False
+        open_bars: list[tuple[int, int | None, int, int]] = []  # Lightning's "Epoch E: ... k/?": (i, rank, E, k)
         for i, ln in enumerate(lines):
             text = ln.text
             s = step_of(ln, gates)
             if s is not None:
                 self.steps.append(Step(i, s.n, s.total, s.bar))
                 epoch_bars = epoch_bars or (s.bar and text.startswith("Epoch "))
+            if gates.lightning and "/?" in text and text.startswith("Epoch ") and (m := LIGHTNING_OPEN.match(text)):
+                open_bars.append((i, ln.rank, int(m["epoch"]), int(m["n"])))
             evb = gates.eval and is_eval_banner(text)
             if evb:
                 self.eval_banners.append(i)
@@ -407,6 +415,8 @@ class Markers:
                 self.banners.append(Banner(i, kind))
         if epoch_bars:
             self.steps = lightning_without_validation(lines, self.steps)
+        if later := lightning_open_steps(open_bars):
+            self.steps = sorted(self.steps + later, key=lambda st: st.idx)
         self._by_rank: dict[int | None, tuple[list[int], list[Banner], list[int], list[Step]]] = {}
 
     def for_rank(self, rank: int | None) -> tuple[list[int], list[Banner], list[int], list[Step]]:
@@ -439,6 +449,19 @@ def lightning_training_batches(lines: Sequence[Line], steps: Sequence[Step]) -> 
         if 0 < k < v_total and n - k + v_total == total:
             found[total] = n - k
     return found
+
+
+def lightning_open_steps(open_bars: Sequence[tuple[int, int | None, int, int]]) -> list[Step]:
+    """The training steps of Lightning's bars over an IterableDataset after epoch 0 ("Epoch 1: |  | 5/? [...]", given
+    as (line index, rank, epoch, count) in log order): the batches of the epochs before (each one's largest count
+    drawn) plus the count; none for a bar whose earlier epochs the log does not all show."""
+    longest: dict[tuple[int | None, int], int] = {}
+    out: list[Step] = []
+    for i, rank, epoch, n in open_bars:
+        longest[(rank, epoch)] = max(longest.get((rank, epoch), 0), n)
+        if epoch and all((rank, e) in longest for e in range(epoch)):
+            out.append(Step(i, sum(longest[(rank, e)] for e in range(epoch)) + n, None, True))
+    return out
 
 
 def lightning_without_validation(lines: Sequence[Line], steps: list[Step]) -> list[Step]:
@@ -518,7 +541,8 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
         lo, hi = bisect_right(s_idx, banner.idx), bisect_left(s_idx, idx)
         for s in reversed(steps[lo:hi]):  # the latest training step after the banner: training went on
             if not s.bar or (train_total is not None and s.total == train_total) or (
-                    banner.kind == "init" and _labelled_bar(lines[s.idx].text)):
+                    banner.kind == "init" and _labelled_bar(lines[s.idx].text)) or (
+                    s.total is None and LIGHTNING_OPEN.match(lines[s.idx].text)):  # Lightning's epoch bar, no total
                 return Progress(Value(value=s.n, evidence=_ev(source, lines[s.idx])), None, None, None)
         bar = steps[hi - 1] if banner.kind == "init" and hi > lo else None  # every step there is an unlabelled bar
         return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None,
@@ -896,9 +920,22 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
                 if m:
                     out.append((frame_func(m), nxt))
                 elif regex.match(r"^\w[\w.]*(?:Error|Exception)\b", nxt.text):
-                    break
+                    return [] if another_exception(nxt.text) else out
             return out
     return []
+
+
+# An operating system's error about a file, a connection or a pipe ("FileNotFoundError: [Errno 2] No such file or
+# directory: ...") is no OOM re-raised: its traceback is a later failure's
+OS_ERROR = lazy(r"^(?:\w{1,40}\.){0,4}(?:OSError|IOError|FileNotFoundError|FileExistsError|PermissionError"
+                r"|IsADirectoryError|NotADirectoryError|BrokenPipeError|Connection\w{0,20}Error)\b|\[Errno \d{1,5}\]")
+
+
+def another_exception(text: str) -> bool:
+    """A traceback's closing exception line is another failure's, an operating system error that names no memory
+    (GluonTS's train() logs the OOM, then fails to load the checkpoint it recovers from), not the OOM re-raised."""
+    return "rror" in text and "emory" not in text and OS_ERROR.search(text) is not None \
+        and MESSAGE_WORDS.search(text) is None
 
 
 # An IDE's exception view pasted as text (VS Code / debugpy, English or Chinese locale): the banner, the message,
