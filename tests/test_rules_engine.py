@@ -334,8 +334,11 @@ def test_an_oom_vllms_own_engine_raised_is_not_blamed_on_vllm_beside_it() -> Non
            "23.56 GiB of which 83.25 MiB is free. Including non-PyTorch memory, this process has 23.47 GiB memory in use. "
            "Of the allocated memory 22.90 GiB is allocated by PyTorch, and 150.00 MiB is reserved by PyTorch but "
            "unallocated.")
-    engine = diagnose_text(f"(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] {msg}\n")
-    assert engine.events[0].detail.get("raised_in_engine") == "vllm"
-    assert "vllm-colocated-oom" not in {d.rule for d in engine.diagnoses}
+    line = f"(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] {msg}"
+    wrapped = "\n".join(line[k : k + 80] for k in range(0, len(line), 80))  # copied from an 80-column terminal
+    for text in (line, wrapped):
+        engine = diagnose_text(text + "\n")
+        assert engine.events[0].detail.get("raised_in_engine") == "vllm"
+        assert "vllm-colocated-oom" not in {d.rule for d in engine.diagnoses}
     beside = diagnose_text(f"INFO 05-28 08:00:01 [llm_engine.py:230] Initializing a vLLM engine\n[rank0]: {msg}\n")
     assert "vllm-colocated-oom" in {d.rule for d in beside.diagnoses}

@@ -546,8 +546,11 @@ class _EventReader:
         first = lines[hit.idx]
         detail = dict(f.pop("detail", {}) or {})  # the cached figures are shared: never mutate their detail
         evidence: dict[str, Evidence] = {"message": ctx._ev(source, first)}
-        if "pid=" in first.text and ctx.VLLM_PROCESS.match(first.text):
-            detail["raised_in_engine"] = "vllm"  # vLLM's own engine or worker process raised it, not a process beside it
+        # vLLM's own engine or worker process raised it, not a process beside it (its label opens the message's line,
+        # or the row before when a terminal cut the message's start onto the next row)
+        rows = (lines[hit.idx - 1], first) if hit.idx > 0 and cut_row(lines, hit.idx - 1) else (first,)
+        if any("pid=" in row.text and ctx.VLLM_PROCESS.match(row.text) for row in rows):
+            detail["raised_in_engine"] = "vllm"
         step, banner_phase, banner_ev, started, bar_after_setup = ctx.step_and_banner(self.markers, hit.idx, rank,
                                                                                       source)
         if step is None and banner_phase is None:
