@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from oomdoctor.verify.rounding import round_size
+
 DEVICE = "simgpu"
-MIN_BLOCK = 512  # CUDA kMinBlockSize: the tracker rounds every storage the way the allocator does
 
 
 class SimUnavailable(RuntimeError):
@@ -177,7 +178,12 @@ def _register_backward_kernels() -> None:
 
 def round_block(nbytes: int) -> int:
     """Round a storage size the way the caching allocator's round_size does at minimum (512 B)."""
-    return max(MIN_BLOCK, (nbytes + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK)
+    return round_size(nbytes)
+
+
+def _align(n: int, to: int) -> int:
+    """`n` rounded up to a multiple of `to` (a kernel's tile)."""
+    return -(-n // to) * to
 
 
 _MM_OPS = {"mm", "addmm", "bmm", "baddbmm"}
@@ -194,16 +200,12 @@ def flash_backward_scratch(args: tuple) -> list[int]:
     On an H200 (torch 2.11) one request of their total (+256 bytes) was seen for a Llama-3.2-3B layer."""
     q, k = args[1], args[2]  # _scaled_dot_product_flash_attention_backward(grad_out, query, key, ...): (b, h, s, d)
     b, h, s, d = q.shape
-    s_r = -(-s // 128) * 128
-    d_r = -(-d // 32) * 32 if d <= 192 else 256
+    s_r = _align(s, 128)
+    d_r = _align(d, 32) if d <= 192 else 256
     scratch = [b * h * s_r * 4, b * s_r * h * d_r * 4]
     if k.shape[1] != h:
         scratch += [b * k.shape[2] * h * d * q.element_size()] * 2
     return scratch
-
-
-def _align(n: int, to: int) -> int:
-    return -(-n // to) * to
 
 
 def efficient_backward_scratch(args: tuple) -> list[int]:
