@@ -1489,6 +1489,10 @@ _HF_BANNER_KEYS = {"Instantaneous batch size per device": "per_device_train_batc
                    "Batch size": "per_device_eval_batch_size"}
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
+# vLLM V1 labels each line with the process that wrote it: "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] ...",
+# "(EngineCore_0 pid=...)", "(VllmWorker rank=1 pid=...)" (the engine and its workers; "(APIServer pid=...)" serves).
+_VLLM_ENGINE = r"EngineCore(?:_\d{1,3})?|VllmWorker(?: rank=\d{1,4})?"
+VLLM_PROCESS = lazy(r"^\((?:" + _VLLM_ENGINE + r") pid=\d{1,10}\)")
 STACKS: dict[str, regex.Pattern[str]] = {
     # a bare trainer.py frame only with a function HF's Trainer alone has (Lightning, Chainer and others have trainer.py);
     # its banner only when the user's own script did not log it: the accelerate and diffusers example loops print the
@@ -1510,7 +1514,7 @@ STACKS: dict[str, regex.Pattern[str]] = {
                        r"|rloo_trainer|online_dpo_trainer|_generate_and_score_completions|\bverl[/.]|openrlhf", regex.I),
     "torchtitan": lazy(r"torchtitan"),
     "megatron": lazy(r"megatron", regex.I),
-    "vllm": lazy(r"\bvllm\b|^\((?:EngineCore(?:_\d{1,3})?|VllmWorker(?: rank=\d{1,4})?|APIServer) pid=\d", regex.I),
+    "vllm": lazy(r"\bvllm\b|^\((?:" + _VLLM_ENGINE + r"|APIServer) pid=\d", regex.I),
     # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer.
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
                            r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
@@ -1533,9 +1537,6 @@ STACKS: dict[str, regex.Pattern[str]] = {
     # skorch's scikit-learn style wrapper: its frames, or its net classes named in a repr or a traceback
     "skorch": lazy(r"\bskorch[/.\\]|\bNeuralNet(?:Classifier|Regressor|BinaryClassifier)\b"),
 }
-# vLLM V1 labels each line with the process that wrote it: "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] ...",
-# "(EngineCore_0 pid=...)", "(VllmWorker rank=1 pid=...)" (the engine and its workers; "(APIServer pid=...)" serves).
-VLLM_PROCESS = lazy(r"^\((?:EngineCore(?:_\d{1,3})?|VllmWorker(?: rank=\d{1,4})?) pid=\d{1,10}\)")
 # Literals one of which every match of a stack's pattern holds (its alternatives, shortened): a line without any
 # does not name the stack. Case-insensitive patterns are tested against the casefolded text.
 STACK_LITERALS: dict[str, tuple[str, ...]] = {
