@@ -705,12 +705,12 @@ LOADING_FAILED = lazy(r"^\s{0,8}[\w.]{0,80}(?:Error|Exception): (?:Failed to|Cou
 # "llama_eval: failed to eval"), KoboldCpp's "Failed to predict at 43!": generation (prompt or tokens)
 DECODE_FAILED = lazy(r"^\s{0,8}(?:llama_decode: failed to decode|llama_eval: failed to eval|Failed to predict at \d)")
 CALLER_SAID = ((LOADING_FAILED, "init"), (DECODE_FAILED, "generate"))
-LOADING_FAILED_LOOKAHEAD_LINES = 12
+CALLER_SAID_LOOKAHEAD_LINES = 12
 
 
 def _caller_said_after(lines: Sequence[Line], end: int) -> tuple[str, Line] | None:
     """The phase a caller's own report right after the message names (a load that failed, a decode that failed)."""
-    for ln in lines[end + 1 : end + 1 + LOADING_FAILED_LOOKAHEAD_LINES]:
+    for ln in lines[end + 1 : end + 1 + CALLER_SAID_LOOKAHEAD_LINES]:
         for pat, phase in CALLER_SAID:
             if pat.match(ln.text):
                 return phase, ln
