@@ -127,11 +127,14 @@ def workload(params: dict) -> dict:
 
 def replay(params: dict, capacity: int) -> dict:
     from oomdoctor.verify.libraries import workspaces
+    from oomdoctor.verify.reduce import gpu_figures
     from oomdoctor.verify.trial import run_sim
 
-    # the sources measured on A100s: cuBLAS's default workspaces, one per thread running matrix products
+    # the sources measured on A100s: cuBLAS's default workspaces, one per thread running matrix products, and an
+    # A100's multiprocessors for the reductions' staging buffers
     return run_sim({"device": "sim", "phase": "train", "steps": 2, "capacity_bytes": capacity,
                     "non_pytorch_bytes": 0, "alloc_conf": "", "workspace_bytes": workspaces("A100"),
+                    "gpu_figures": gpu_figures("A100"),
                     "base_dir": BASE_DIR, "workload": workload(params)})
 
 

@@ -88,6 +88,20 @@ def test_liger_rms_norm_keeps_its_input_and_an_fp32_figure_per_row_and_writes_th
         assert tracker.live - before == grad_weight.numel() * 2
 
 
+def test_liger_rms_norm_s_input_gradient_becomes_the_leaf_s_grad_without_a_copy():
+    """Liger returns `dY.view(*shape)`, a new view of the gradient it wrote in place: autograd's AccumulateGrad keeps
+    it as the leaf's .grad (no other reference holds the view). Returning the incoming tensor itself, which the
+    caller still holds, made autograd copy it: the published 0.2.1 benchmark rows were one input-sized unit over."""
+    from oomdoctor.verify.liger import RMSNorm
+
+    with _sim():
+        x = torch.empty(ROWS, WIDTH, dtype=torch.bfloat16, requires_grad=True)
+        weight = torch.empty(WIDTH, requires_grad=True)
+        grad = torch.empty(ROWS, WIDTH, dtype=torch.bfloat16)
+        RMSNorm.apply(x, weight, 1e-6, "0.2").backward(grad)
+        assert _same_storage(x.grad, grad)
+
+
 def test_liger_swiglu_keeps_gate_and_up_only_and_writes_their_gradients_over_them():
     from oomdoctor.verify.liger import SiLUMul
 

@@ -98,7 +98,8 @@ class Memory(BaseModel):
     total: int | None = None
     non_pytorch: int | None = None
     gpu: str | None = Field(None, description="the GPU's name (H100, A100-SXM4-80GB): Hopper's cuBLAS workspaces "
-                                              "are 32 MiB, other GPUs' 8 MiB")
+                                              "are 32 MiB, other GPUs' 8 MiB; its multiprocessors size the "
+                                              "reductions' staging buffers (an A100's when unnamed)")
     cudnn_workspace: int = Field(0, description="the workspace each cuDNN convolution kernel asks for (the plan's, "
                                                 "which cuDNN picks at run time; 0: none), less when memory is short")
 

@@ -65,7 +65,8 @@ class RMSNorm(torch.autograd.Function):
                                   device=grad.device)
         rows.mul_(rstd.unsqueeze(-1))  # the input's gradient, over the incoming one
         grad_weight = partial.sum(dim=0).to(weight.dtype)
-        return grad, grad_weight, None, None
+        # a view, as Liger's `dX = dY.view(*shape)`: autograd then keeps it as the input's .grad without copying
+        return rows.view(grad.shape), grad_weight, None, None
 
 
 class SiLUMul(torch.autograd.Function):

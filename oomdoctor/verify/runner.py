@@ -30,6 +30,7 @@ from oomdoctor.verify import fixes as fixmod
 from oomdoctor.verify.config import Resolved
 from oomdoctor.verify.libraries import workspaces
 from oomdoctor.verify.params import HFParams, TransformerParams
+from oomdoctor.verify.reduce import gpu_figures
 from oomdoctor.verify.trial import HOST_MEMORY_TEXT, read_trace, replay_result
 
 try:
@@ -92,6 +93,7 @@ def spec_for(res: Resolved, device: str, variant: fixmod.Variant) -> dict[str, A
         "alloc_conf": variant.alloc_conf,
         "workspace_bytes": workspaces(res.config.memory.gpu, res.config.cublas_workspace_config),
         "conv_workspace_bytes": res.config.memory.cudnn_workspace,
+        "gpu_figures": gpu_figures(res.config.memory.gpu),
         "base_dir": str(res.path.parent.resolve()),
     }
 

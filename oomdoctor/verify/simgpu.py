@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from oomdoctor.verify.reduce import global_scratch
 from oomdoctor.verify.rounding import round_size
 
 DEVICE = "simgpu"
@@ -264,6 +265,19 @@ _SCRATCH = {"_scaled_dot_product_flash_attention_backward": flash_backward_scrat
             "_scaled_dot_product_efficient_attention_backward": efficient_backward_scratch,
             "_safe_softmax": safe_softmax_scratch}
 
+_REDUCE_OPS = {"sum", "mean"}  # ATen's gpu_reduce_kernel with a plain accumulator (Reduce.cuh)
+
+
+def reduce_scratch(args: tuple, figures: tuple[int, int]) -> list[int]:
+    """The staging buffer and semaphores CUDA's sum/mean kernel allocates for `args` (self, dim, ...) on a GPU with
+    these (multiprocessors, threads per multiprocessor)."""
+    x = args[0]
+    dims = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) and args[1] else range(x.dim())
+    reduced = {d % x.dim() for d in dims} if x.dim() else set()
+    wide = x.dtype in (torch.float64, torch.complex64, torch.complex128) or not x.dtype.is_floating_point
+    return global_scratch(x.shape, x.stride(), reduced, 8 if wide else 4, figures)
+
+
 # cuDNN convolutions (aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: the plan's workspace from the caching
 # allocator around each execution): the forward is one kernel, the backward one per gradient asked for (data, filter)
 _CONV_OPS = {"convolution", "convolution_backward"}
@@ -291,14 +305,17 @@ class StorageTracker(TorchDispatchMode):
     It also counts matmul and attention FLOPs, the compute estimate verify reports on the simulator, and allocates
     the cuBLAS and cuBLASLt workspaces (`workspaces`: their bytes, see verify/libraries.py) the first time each
     thread runs a matrix product, kept for the rest of the run as on CUDA; FlashAttention's backward scratch and,
-    given `conv_workspace`, each cuDNN convolution kernel's workspace live around their op only.
+    given `conv_workspace`, each cuDNN convolution kernel's workspace live around their op only; given
+    `gpu_figures`, so does the staging buffer of a sum or mean over outer dimensions (verify/reduce.py).
     """
 
-    def __init__(self, device_type: str = DEVICE, workspaces: tuple[int, int] = (0, 0), conv_workspace: int = 0) -> None:
+    def __init__(self, device_type: str = DEVICE, workspaces: tuple[int, int] = (0, 0), conv_workspace: int = 0,
+                 gpu_figures: tuple[int, int] | None = None) -> None:
         super().__init__()
         self.device_type = device_type
         self.workspaces = workspaces
         self.conv_workspace = conv_workspace
+        self.gpu_figures = gpu_figures  # (multiprocessors, threads per multiprocessor): reductions' global scratch
         self._workspace_held: set[tuple[int, int]] = set()  # (thread, 0 cuBLAS / 1 cuBLASLt) already held
         self.trace: list[tuple[str, int, int]] = []
         self.live = 0
@@ -463,6 +480,8 @@ class StorageTracker(TorchDispatchMode):
             self._track(t)
         if name in _SCRATCH and not self.paused:
             self._transients(_SCRATCH[name](args))
+        if self.gpu_figures and name in _REDUCE_OPS and not self.paused and _on(args, self.device_type):
+            self._transients(reduce_scratch(args, self.gpu_figures))
         if self.conv_workspace and name in _CONV_OPS and not self.paused and _on(args, self.device_type):
             for _ in range(_conv_kernels(name, args)):
                 self._conv_scratch(round_block(self.conv_workspace))
@@ -509,8 +528,8 @@ class LiveTracker(StorageTracker):
     OOM at the failing allocation (as on a GPU of that size), with the allocator's state for `oomdoctor.capture`."""
 
     def __init__(self, allocator: Any, history: bool = False, workspaces: tuple[int, int] = (0, 0),
-                 conv_workspace: int = 0) -> None:
-        super().__init__(workspaces=workspaces, conv_workspace=conv_workspace)
+                 conv_workspace: int = 0, gpu_figures: tuple[int, int] | None = None) -> None:
+        super().__init__(workspaces=workspaces, conv_workspace=conv_workspace, gpu_figures=gpu_figures)
         self.allocator, self.history = allocator, history
         self.blocks: dict[int, Any] = {}
         self.frames: dict[int, list[dict[str, Any]]] = {}  # id(block) -> its stack, innermost first
@@ -587,8 +606,8 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     """Run the code inside on a simulated GPU of `capacity` ("24GiB" or bytes): tensors on the device it yields are
     fake (no memory, no compute) and allocated from the caching-allocator model, so an allocation that would not
     fit raises torch.OutOfMemoryError with CUDA's message there; `gpu` (its name: H100, A100) sizes the cuBLAS
-    workspaces, `cudnn_workspace` what each convolution kernel's workspace asks for (less when memory is short).
-    `history` records each allocation's Python stack
+    workspaces and the reductions' staging buffers, `cudnn_workspace` what each convolution kernel's workspace asks
+    for (less when memory is short). `history` records each allocation's Python stack
     (for `oomdoctor.capture`'s top allocations). Build the model inside the block: `Module.to(device)` and
     `.cuda()` are no-ops there (as in verify's trials; restored on exit)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -596,6 +615,7 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     from oomdoctor.units import parse_size
     from oomdoctor.verify.allocator import AllocConf, CachingAllocator
     from oomdoctor.verify.libraries import workspaces
+    from oomdoctor.verify.reduce import gpu_figures
     from oomdoctor.verify.trial import patched_for_sim
 
     def size(v: int | str) -> int:
@@ -604,6 +624,6 @@ def simulate(capacity: int | str, *, alloc_conf: str = "", non_pytorch: int | st
     device = setup()
     allocator = CachingAllocator(size(capacity), AllocConf.parse(alloc_conf), size(non_pytorch))
     # as in verify's trials (model.to(gpu)/.cuda() keep the model where it was built), and restored on exit
-    tracker = LiveTracker(allocator, history, workspaces(gpu), size(cudnn_workspace))
+    tracker = LiveTracker(allocator, history, workspaces(gpu), size(cudnn_workspace), gpu_figures(gpu))
     with patched_for_sim(torch), FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
         yield device

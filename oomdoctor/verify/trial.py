@@ -74,8 +74,10 @@ def run_sim(spec: dict[str, Any]) -> dict[str, Any]:
     _no_device_moves(torch)
     _tensors_via_host(torch)
     factory = _factory(spec)
+    figures = spec.get("gpu_figures")
     tracker = simgpu.StorageTracker(workspaces=tuple(spec.get("workspace_bytes") or (0, 0)),
-                                    conv_workspace=spec.get("conv_workspace_bytes") or 0)
+                                    conv_workspace=spec.get("conv_workspace_bytes") or 0,
+                                    gpu_figures=tuple(figures) if figures else None)
     start = time.perf_counter()
     with FakeTensorMode(allow_non_fake_inputs=True), tracker, torch.device(device):
         step = factory(device)
