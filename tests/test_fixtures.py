@@ -237,6 +237,16 @@ KNOWN_GAPS = {
                                                             "10.06 MiB free)') keeps only the request",
     "p223-llamastack-8gb-parameter-fence-glued.log": "phase: a pasted source line creating a layer's weight "
                                                      "Parameter (no frame around it) is not read as set-up",
+    "p270-ace-beaker-inline-inference-shm-timestamped.log": "phase: an 'Inference: starting window spanning 0 to "
+                                                            "146 steps' banner (inline inference) is not read as "
+                                                            "evaluation",
+    "p274-amvur-launch-4gpu-childfailed-retyped-glued.log": "rank: a retyped root-cause block with its fields glued "
+                                                            "('rank2 (local rank: 2)exitcode: -9') loses the rank",
+    "p275-albert-race-xlarge-tpu-v2-hbm-training-loop.log": "phase: TPUEstimator's 'Error recorded from "
+                                                            "training_loop' before XLA's hbm failure is not read "
+                                                            "as training",
+    "p279-llnerf-jax-train-20gb-allocating.log": "figures: XLA's 'Out of memory allocating N bytes.' (no 'while "
+                                                 "trying to') loses the request",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
