@@ -689,6 +689,32 @@ def test_ignites_bar_puts_its_count_before_the_bar():
     assert before.step == 130
 
 
+def test_monais_stats_line_counts_the_epochs_before_its_iteration():
+    e = events("2026-11-29 01:19:22,273 - INFO - Epoch: 2/3, Iter: 4/10 -- train_loss: 0.4807 \n" + MSG)[0]
+    assert (e.step, e.phase) == (14, "train")  # epochs count from 1: one epoch of 10 before, plus 4
+
+
+def test_an_ignite_evaluator_opening_its_run_is_evaluation_after_the_training_step():
+    train = "2026-11-29 01:19:22,771 - INFO - Epoch: 2/3, Iter: 10/10 -- train_loss: 0.4627 \n"
+    for opening in ("INFO:ignite.engine.engine.SupervisedEvaluator:Engine run resuming from iteration 0, epoch 1 "
+                    "until 2 epochs\n",
+                    "2024-05-01 10:00:00,000 val_evaluator INFO: Engine run starting with max_epochs=1.\n"):
+        e = events(train + opening + MSG)[0]
+        assert (e.phase, e.step) == ("eval", 20), opening
+
+
+def test_an_ignite_trainer_opening_its_run_starts_training_at_its_iteration():
+    e = events("INFO:ignite.engine.engine.SupervisedTrainer:Engine run resuming from iteration 0, epoch 0 until 3 "
+               "epochs\n" + MSG)[0]
+    assert (e.phase, e.step, e.detail.get("first_step")) == ("train", 0, True)
+    e = events("INFO:ignite.engine.engine.SupervisedTrainer:Engine run resuming from iteration 120, epoch 3 until 5 "
+               "epochs\n" + MSG)[0]
+    assert e.step == 120
+    # ignite's own Engine class names no loop: an evaluator built by create_supervised_evaluator logs the same name
+    e = events("INFO:ignite.engine.engine.Engine:Engine run starting with max_epochs=1.\n" + MSG)[0]
+    assert e.step is None and not e.detail.get("first_step")
+
+
 def test_a_failed_export_is_writing_the_model_out():
     assert events("Detailed export error: " + MSG)[0].phase == "save"
 

@@ -39,6 +39,8 @@ EXAMPLES = [
     "Epoch(val) [1][8/8]  accuracy: 10.2", "Epoch(val) [1][20]\taccuracy: 0.10", "Iter(test) [100/100]  mAP: 0.5",
     "Map: 100%|██████████| 1000/1000", "Training datasets: 100%|", "Batches: 50%|█    | 1/2",
     "train: Scanning /data/labels/train... 40 images, 0 corrupt: 100% ━━━━ 40/40",
+    "Epoch: 2/3, Iter: 4/10 -- train_loss: 0.4807", "trainer INFO: Engine run starting with max_epochs=3.",
+    "INFO:ignite.engine.engine.SupervisedEvaluator:Engine run resuming from iteration 0, epoch 1 until 2 epochs",
 ]
 
 
@@ -69,7 +71,8 @@ def test_each_step_pattern_matches_only_lines_holding_its_literal(texts):
     ("LIGHTNING", lambda t: t.startswith("Epoch ")), ("IGNITE", lambda t: "%" in t and "Epoch" in t),
     ("TORCHTUNE", lambda t: "|Loss: " in t), ("LOOP_ENDED", lambda t: "Epoch(" in t or "Iter(" in t),
     ("NON_TRAIN_BAR", ctx.NON_TRAIN_NEEDS.found_in), ("NON_TRAIN_OPEN", ctx.NON_TRAIN_NEEDS.found_in),
-    ("EPOCH_MARK", lambda t: "poch" in t),
+    ("EPOCH_MARK", lambda t: "poch" in t), ("MONAI_STATS", lambda t: ", Iter: " in t),
+    ("IGNITE_RUN", lambda t: "Engine run " in t),
 ])
 def test_each_gate_passes_every_line_its_pattern_matches(texts, pattern, gate):
     pat = getattr(ctx, pattern)

@@ -235,6 +235,9 @@ KNOWN_GAPS = {
     "p218-maniptrans-v100-test-mode-retyped-two-lines.log": "figures: a message retyped in a shortened form of its "
                                                             "own ('(GPU 0; 31.74 GiB total; 30.31 GiB allocated; "
                                                             "10.06 MiB free)') keeps only the request",
+    "gen-notebook-launcher-eval-epoch1.log": "phase: an evaluation loop drawing no bar runs after the epoch's bare "
+                                             "training bar reached its total; the frames name only the notebook's "
+                                             "training_function",
     "p223-llamastack-8gb-parameter-fence-glued.log": "phase: a pasted source line creating a layer's weight "
                                                      "Parameter (no frame around it) is not read as set-up",
     "p270-ace-beaker-inline-inference-shm-timestamped.log": "phase: an 'Inference: starting window spanning 0 to "

@@ -45,6 +45,17 @@ LIGHTNING_OPEN = lazy(
 GLOBAL_STEP_POSTFIX = lazy(r"[,\s]global_step=(?P<n>\d{1,20})(?:\.0)?(?=[,\]\s]|$)")
 # PyTorch-Ignite's ProgressBar puts the count before the bar: "Epoch [2/10]: [63/1500]   4%|" or "Epoch: [63/1500]   4%|".
 IGNITE = lazy(r"\bEpoch(?:\s\[(?P<epoch>\d{1,20})/\d{1,20}\])?:\s{0,2}\[(?P<n>\d{1,20})/(?P<total>\d{1,20})\]\s{0,8}\d{1,3}%")
+# MONAI's StatsHandler, one line per training iteration: "Epoch: 2/3, Iter: 4/10 -- train_loss: 0.4807" (epochs from
+# 1, the iteration within the epoch): the global step is the epochs before times the epoch's iterations, plus this one
+MONAI_STATS = lazy(r"\bEpoch: (?P<epoch>\d{1,20})/\d{1,20}, Iter: (?P<n>\d{1,20})/(?P<total>\d{1,20}) -- ")
+# An ignite Engine's run opening, logged under the engine's logger name: "INFO:ignite.engine.engine.SupervisedTrainer:
+# Engine run resuming from iteration 0, epoch 0 until 3 epochs" (ignite 0.5; 0.4: "Engine run starting with
+# max_epochs=3."), setup_logger's "... trainer INFO: Engine run ...". The name says which loop opens (MONAI's
+# SupervisedTrainer, SupervisedEvaluator; ignite's examples' "trainer", "evaluator"); a plain "Engine" says neither.
+IGNITE_RUN = lazy(r"(?P<engine>[\w.]{1,120})\W{1,4}(?:[A-Z]{4,8}\W{1,4})?Engine run "
+                  r"(?:resuming from iteration (?P<n>\d{1,20})\b|starting with max_epochs=)")
+ENGINE_EVAL = lazy(r"(?i)(?:eval|valid|test|infer|predict)\w{0,20}$")
+ENGINE_TRAIN = lazy(r"(?i)train\w{0,20}$")
 # torchtune's recipes describe their per-epoch bar with the global step: "2|9|Loss: 4.0701:  50%|█████     | 3/6 [..."
 # (epoch|step|loss); the step is the description's, the bar counts the epoch's steps.
 TORCHTUNE = lazy(r"^(?P<epoch>\d{1,9})\|(?P<n>\d{1,20})\|Loss: [\w+.-]{1,40}:\s{0,4}\d{1,3}%\|")
@@ -242,7 +253,7 @@ class Gates:
         self.frame = has("File ", ".py", "<ipython-input-", "Cell In[")  # may_be_frame's
         self.lightning, self.ignite = has("Epoch "), has("%") and has("Epoch")
         self.torchtune, self.keras3, self.bar = has("|Loss: "), has("━"), has("%", "|") and has("/")
-        self.open_bar = has("it [")
+        self.open_bar, self.monai, self.engine_run = has("it ["), has(", Iter: "), has("Engine run ")
         self.steps = tuple((need, pat) for need, pat in zip(STEP_NEEDS, STEP_PATTERNS, strict=True) if has(need))
         # _banner_kind's: may_be_eval_banner and may_be_init_banner hold for a text holding one of their lines
         self.eval = whole is None or may_be_eval_banner(whole)
@@ -267,6 +278,12 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
     if m and not (NON_TRAIN_NEEDS.found_in(text) and NON_TRAIN_BAR.search(text)):  # epochs count from 1
         before = (int(m["epoch"]) - 1) * int(m["total"]) if m["epoch"] else 0
         return StepCount(before + int(m["n"]), int(m["total"]), True)
+    m = MONAI_STATS.search(text) if gates.monai and ", Iter: " in text else None
+    if m:
+        return StepCount((int(m["epoch"]) - 1) * int(m["total"]) + int(m["n"]), None, False)
+    run = ignite_run(line.raw or text) if gates.engine_run and "Engine run " in text else None  # the logger's name
+    if run is not None:  # an evaluator's opening counts its own iterations, not training's
+        return StepCount(run[1], None, False) if run[0] == "train" and run[1] is not None else None
     m = TORCHTUNE.match(text) if gates.torchtune and "|Loss: " in text else None
     if m:
         return StepCount(int(m["n"]), None, False)  # a printed step, not the bar's count
@@ -295,6 +312,17 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
         if m:
             return StepCount(int(m["n"]), None, False)
     return None
+
+
+def ignite_run(text: str) -> tuple[str | None, int | None] | None:
+    """An ignite Engine's run opening on this raw line (the logger's name is a prefix normalize strips): (the loop its logger's name says, "train", "eval" or None for
+    neither; the iteration it resumes from, or None), or None when the line opens no engine run."""
+    m = IGNITE_RUN.search(text)
+    if m is None:
+        return None
+    name = m["engine"].rsplit(".", 1)[-1]
+    kind = "eval" if ENGINE_EVAL.search(name) else "train" if ENGINE_TRAIN.search(name) else None
+    return kind, int(m["n"]) if m["n"] is not None else None
 
 
 def may_be_frame(text: str) -> bool:
@@ -411,6 +439,8 @@ class Markers:
             kind = _banner_kind(text, s is not None, evb, gates)
             if kind is None and text.startswith("Training") and framed_heading(lines, i):
                 kind = "train"
+            if kind is None and gates.engine_run and "Engine run " in text and (run := ignite_run(ln.raw or text)):
+                kind = run[0]  # an ignite engine named for its loop opened a run: training's start or an evaluation
             if kind:
                 self.banners.append(Banner(i, kind))
         if epoch_bars:
