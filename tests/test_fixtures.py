@@ -248,8 +248,6 @@ KNOWN_GAPS = {
     "p275-albert-race-xlarge-tpu-v2-hbm-training-loop.log": "phase: TPUEstimator's 'Error recorded from "
                                                             "training_loop' before XLA's hbm failure is not read "
                                                             "as training",
-    "p279-llnerf-jax-train-20gb-allocating.log": "figures: XLA's 'Out of memory allocating N bytes.' (no 'while "
-                                                 "trying to') loses the request",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

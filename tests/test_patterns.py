@@ -59,6 +59,8 @@ EXAMPLES = [
     ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cublas", None, {}),
     ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 6291456 bytes.",
      "xla_oom", None, {"requested_bytes": 6291456}),
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating 20029400304 bytes.",
+     "xla_oom", None, {"requested_bytes": 20029400304}),
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
      "shape[8,1024,4096] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
      "tf_oom", None, {"requested_bytes": 8 * 1024 * 4096 * 4, "gpu_index": 0}),

@@ -232,8 +232,10 @@ MPS = lazy(
     + r")(?:, max allowed: (?P<total>" + SIZE + r"))?\)\. Tried to allocate (?P<requested>" + SIZE
     + r") on (?P<pool>shared|private) pool"
 )
+# XLA's allocators: "Out of memory while trying to allocate 6291456 bytes." (StreamExecutor's BFC), and
+# "Out of memory allocating 20029400304 bytes." (reported from jaxlib's XlaRuntimeError on a GPU)
 XLA_BYTES = lazy(
-    r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory (?:while )?trying to allocate (?P<requested>\d{1,20}(?:\.\d{1,20})?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
+    r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory (?:(?:while )?trying to allocate|allocating) (?P<requested>\d{1,20}(?:\.\d{1,20})?\s?(?:bytes|[KMGT]i?B|[KMGT])?)"
 )
 XLA_HBM = lazy(
     r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<used>\d{1,20}(?:\.\d{1,20})?[KMGT]?) of (?P<limit>\d{1,20}(?:\.\d{1,20})?[KMGT]?) \w+"
