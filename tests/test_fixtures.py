@@ -237,6 +237,12 @@ KNOWN_GAPS = {
                                                             "10.06 MiB free)') keeps only the request",
     "p223-llamastack-8gb-parameter-fence-glued.log": "phase: a pasted source line creating a layer's weight "
                                                      "Parameter (no frame around it) is not read as set-up",
+    "p255-deconvnet-caffe-testall-unpooling-aborted.log": "held-out, scored only: phase: glog's C++ stack naming "
+                                                          "Solver::Test under Solver::TestAll is not read as eval",
+    "p256-ssdcaffe-spacenet500-solving-banner.log": "phase: Caffe's \"Solving <net>\" solver banner before the "
+                                                    "fatal line is not read as train",
+    "p264-gluoncv-yolo3-mshadow-terminate.log": "detect: mshadow's \"Check failed: e == cudaSuccess CUDA: out of "
+                                                "memory\" inside a dmlc::Error what() is not found",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
