@@ -248,6 +248,16 @@ KNOWN_GAPS = {
     "p275-albert-race-xlarge-tpu-v2-hbm-training-loop.log": "phase: TPUEstimator's 'Error recorded from "
                                                             "training_loop' before XLA's hbm failure is not read "
                                                             "as training",
+    "p255-deconvnet-caffe-testall-unpooling-aborted.log": "held-out, scored only: phase: glog's C++ stack naming "
+                                                          "Solver::Test under Solver::TestAll is not read as eval",
+    "p256-ssdcaffe-spacenet500-solving-banner.log": "phase: Caffe's \"Solving <net>\" solver banner before the "
+                                                    "fatal line is not read as train",
+    "p264-gluoncv-yolo3-mshadow-terminate.log": "detect: mshadow's \"Check failed: e == cudaSuccess CUDA: out of "
+                                                "memory\" inside a dmlc::Error what() is not found",
+    "p266-srgan-val-bar-glued-thcudacheck.log": "held-out, scored only: step: a validation bar's image count "
+                                                "(5/176), the OOM glued to it, is read as the training step",
+    "p267-trtinference-yolov4tiny-workspace-two-lines.log": "phase: TensorRT's engine build after \"start building "
+                                                            "engine\" is not read as init",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
