@@ -252,8 +252,6 @@ KNOWN_GAPS = {
                                                           "Solver::Test under Solver::TestAll is not read as eval",
     "p256-ssdcaffe-spacenet500-solving-banner.log": "phase: Caffe's \"Solving <net>\" solver banner before the "
                                                     "fatal line is not read as train",
-    "p264-gluoncv-yolo3-mshadow-terminate.log": "detect: mshadow's \"Check failed: e == cudaSuccess CUDA: out of "
-                                                "memory\" inside a dmlc::Error what() is not found",
     "p266-srgan-val-bar-glued-thcudacheck.log": "held-out, scored only: step: a validation bar's image count "
                                                 "(5/176), the OOM glued to it, is read as the training step",
     "p267-trtinference-yolov4tiny-workspace-two-lines.log": "phase: TensorRT's engine build after \"start building "

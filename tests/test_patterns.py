@@ -154,6 +154,10 @@ EXAMPLES = [
     ("RuntimeError: CUDA failed with error out of memory", "cuda_error", None, {}),  # CTranslate2
     ("F0228 17:38:20.483613  4104 syncedmem.cpp:64] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
      "cuda_error", None, {}),  # Caffe's glog check
+    ("  what():  [17:54:40] /src/mxnet/3rdparty/mshadow/mshadow/./stream_gpu-inl.h:198: Check failed: e == cudaSuccess "
+     "CUDA: out of memory", "cuda_error", None, {}),  # MXNet's mshadow check (GluonCV)
+    ("[09:12:44] src/engine/threaded_engine.cc:320: Check failed: e == cudaSuccess (2 vs. 0) : CUDA: out of memory",
+     "cuda_error", None, {}),  # MXNet 1.x's CHECK_EQ wording
     ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 279356.51 MiB on device 0: cudaMalloc failed: out of memory",
      "cuda_error", None, {"requested_bytes": b("279356.51", 2), "gpu_index": 0}),  # ggml (llama.cpp)
     ("Exception in main training loop: out of memory to allocate 205520896 bytes (total 16068929536 bytes)", "cuda_oom",

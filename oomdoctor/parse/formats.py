@@ -149,7 +149,9 @@ CUDA_ERROR_STRICT = lazy(
     # a C++ check macro that names the place, then prints cudaGetErrorString and the failing call on the next line:
     # "CUDA Runtime Error at: src/data_struct_cuda.cu:83" / "out of memory cudaMalloc(&d_x, n * sizeof(float))"
     r"|CUDA failed with error out of memory"  # CTranslate2 (faster-whisper, OpenNMT-py's converters)
-    r"|Check failed: \w{1,40} == cudaSuccess \(\d{1,3} vs\. 0\)\s{1,4}out of memory"  # Caffe's glog CHECK_EQ
+    # Caffe's glog CHECK_EQ ("... == cudaSuccess (2 vs. 0)  out of memory"), MXNet's mshadow CHECK, with its "CUDA: "
+    # ("Check failed: e == cudaSuccess CUDA: out of memory"; MXNet 1.x: "... (2 vs. 0) : CUDA: out of memory")
+    r"|Check failed: \w{1,40} == cudaSuccess(?: \(\d{1,3} vs\. 0\))?\s{0,4}(?::\s{1,4})?(?:CUDA: )?out of memory"
     r"|CUDA (?:Runtime )?Error at:? \S{1,300}:\d{1,9}[ \t]{0,4}(?:\r?\n)?[ \t]{0,8}out of memory\b"
     r"|\bError out of memory at line \d{1,9} in file \S{1,300}"  # bitsandbytes' CUDA_CHECK_RETURN (paged optimizers)
     r"|(?:Cuda|CUDA) error\(2\), out of memory"  # PaddlePaddle 2.x's ExternalError
