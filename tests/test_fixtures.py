@@ -259,6 +259,11 @@ KNOWN_GAPS = {
     "p234-skyrl-tx-jax-cumemallocasync-two-devices-stats.log": "held-out, scored only: XLA's cudaMallocAsync "
                                                                "'failed to allocate N bytes' on two devices reads as "
                                                                "one cuda_error without figures or GPU",
+    "p235-qwencpp-72b-a800-two-devices-cuda-error-2.log": "detection: ggml's 2023 form 'CUDA error 2 at "
+                                                          ".../ggml-cuda.cu:7196: out of memory' is not found",
+    "p236-rllm-verl-32b-32k-update-policy-cumem-process.log": "held-out, scored only: figures: the only process "
+                                                              "clause (all the used memory, 7.5 GiB above the "
+                                                              "reserve) is kept as another process",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
