@@ -1695,3 +1695,29 @@ def test_a_memory_error_raised_from_the_oom_is_the_same_failure():
     handling = wrapped.replace("The above exception was the direct cause of the following exception",
                                "During handling of the above exception, another exception occurred")
     assert [e.kind for e in events(oom + handling)] == ["cuda_oom", "host_oom"]
+
+
+def test_ggml_s_cuda_check_names_its_device_on_the_next_line_and_its_start_up_is_set_up():
+    # llama.cpp in 2023 and its forks (qwen.cpp): the check's "CUDA error 2 at file:line" and "current device: N"
+    start = "ggml_init_cublas: found 2 CUDA devices:\n  Device 0: NVIDIA A800 80GB PCIe, compute capability 8.0\n\n"
+    event = one(start + "CUDA error 2 at /src/ggml-cuda.cu:7196: out of memory\ncurrent device: 1\n")
+    assert (event.kind, event.gpu_index, event.phase) == ("cuda_error", 1, "init")
+    # llama.cpp's main before it loads anything: its build line, then the failure
+    event = one("main: build = 1233 (98311c4)\nmain: seed  = 1694805687\n\n"
+                "CUDA error 2 at /src/ggml-cuda.cu:5509: out of memory\n")
+    assert (event.gpu_index, event.phase) == (None, "init")
+    # a later ggml: "CUDA error: out of memory" and the device with the function that failed
+    event = one("CUDA error: out of memory\n  current device: 0, in function ggml_backend_cuda_buffer_type_alloc_buffer"
+                " at ggml-cuda.cu:412\n")
+    assert event.gpu_index == 0
+
+
+def test_a_2_1_message_cut_inside_its_last_clause_keeps_the_figure_before_the_cut():
+    head = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total capacity of "
+            "14.74 GiB of which 38.12 MiB is free. Process 207160 has 14.70 GiB memory in use. Of the allocated memory "
+            "14.36 GiB is allocated by PyTorch, and 217.26 MiB is ")
+    event = one(head + "reserve\n")
+    assert event.reserved_unallocated_bytes == round(217.26 * 2**20)
+    # the reserve known, the only process listed is the failing one (a container prints it under its own pid)
+    assert event.process_in_use_bytes == round(14.70 * 2**30) and event.other_processes == ()
+    assert one(head[:-4] + "\n").reserved_unallocated_bytes is None  # cut inside the figure: not read

@@ -256,17 +256,12 @@ KNOWN_GAPS = {
                                                 "(5/176), the OOM glued to it, is read as the training step",
     "p267-trtinference-yolov4tiny-workspace-two-lines.log": "phase: TensorRT's engine build after \"start building "
                                                             "engine\" is not read as init",
-    "p226-exllamav2-colab-t4-qwq32b-cache-cut.log": "figures: a message cut inside its reserved clause ('217.26 MiB "
-                                                    "is reserve') loses that figure, so the reserve and the "
-                                                    "container's own pid are not read either",
     "p227-mistralrs-3090-serving-driver-error-glued-bars.log": "phase: a Rust panic after 'Model loaded.' and "
                                                                "'Serving on ...' is read as init from the earlier "
                                                                "'Loading model' line",
     "p228-thunder-litgpt-bench-fsdp-ckpt-regression-short.log": "phase: a torchrun command line of a training "
                                                                 "benchmark (--checkpoint_activations, fsdp) is not "
                                                                 "read as training",
-    "p229-llamacpppython-main-noargs-cuda-error-2.log": "detection: ggml's 2023 form 'CUDA error 2 at "
-                                                        ".../ggml-cuda.cu:5509: out of memory' is not found",
     "p230-dotsocr-vllm-74gib-profile-rank0-warning.log": "held-out, scored only: rank: the failing process's own "
                                                          "[rank0] exit warning after an unprefixed message is not read",
     "p231-s1-h200-qwen32b-sft-rank0-trainer-cut.log": "held-out, scored only: rank: an unprefixed message followed "
@@ -278,8 +273,6 @@ KNOWN_GAPS = {
     "p234-skyrl-tx-jax-cumemallocasync-two-devices-stats.log": "held-out, scored only: XLA's cudaMallocAsync "
                                                                "'failed to allocate N bytes' on two devices reads as "
                                                                "one cuda_error without figures or GPU",
-    "p235-qwencpp-72b-a800-two-devices-cuda-error-2.log": "detection: ggml's 2023 form 'CUDA error 2 at "
-                                                          ".../ggml-cuda.cu:7196: out of memory' is not found",
     "p236-rllm-verl-32b-32k-update-policy-cumem-process.log": "held-out, scored only: figures: the only process "
                                                               "clause (all the used memory, 7.5 GiB above the "
                                                               "reserve) is kept as another process",

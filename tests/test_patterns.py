@@ -158,6 +158,7 @@ EXAMPLES = [
      "CUDA: out of memory", "cuda_error", None, {}),  # MXNet's mshadow check (GluonCV)
     ("[09:12:44] src/engine/threaded_engine.cc:320: Check failed: e == cudaSuccess (2 vs. 0) : CUDA: out of memory",
      "cuda_error", None, {}),  # MXNet 1.x's CHECK_EQ wording
+    ("CUDA error 2 at /src/llama.cpp/ggml-cuda.cu:5509: out of memory", "cuda_error", None, {}),  # ggml, 2023
     ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 279356.51 MiB on device 0: cudaMalloc failed: out of memory",
      "cuda_error", None, {"requested_bytes": b("279356.51", 2), "gpu_index": 0}),  # ggml (llama.cpp)
     ("Exception in main training loop: out of memory to allocate 205520896 bytes (total 16068929536 bytes)", "cuda_oom",

@@ -346,7 +346,7 @@ def is_eval_banner(text: str) -> bool:
 def may_be_init_banner(text: str) -> bool:
     """False when INIT_BANNER cannot match: each of its forms holds one of these literals."""
     return ("oad" in text or "reat" in text or "nitializ" in text or "rocessing" in text or "uilding" in text
-            or "onstructing" in text or "reparing" in text or "llama_" in text)
+            or "onstructing" in text or "reparing" in text or "llama_" in text or "ggml_" in text or "build = " in text)
 
 
 EVAL_BAR_LOOKBACK_LINES = 200
@@ -917,9 +917,11 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
                    # the data prepared before the first step: PyG's "Processing...", "Constructing datasets..."
                    r"|^Processing\.\.\.\s*$|^(?:Loading|Building|Constructing|Preparing|Processing|Creating) (?:the )?"
                    r"(?:[\w-]{1,30} ){0,2}(?:datasets?|data ?loaders?|graphs)\b"
-                   # llama.cpp and its forks building the model and its context (KV cache, compute buffers)
-                   r"|^(?:llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors|llama_kv_cache_init)"
-                   r":")
+                   # llama.cpp and its forks building the model and its context (KV cache, compute buffers), ggml's
+                   # CUDA start-up ("ggml_init_cublas: found 2 CUDA devices:", later "ggml_cuda_init: ...") and the
+                   # first line llama.cpp's main printed ("main: build = 1233 (98311c4)")
+                   r"|^(?:llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors|llama_kv_cache_init"
+                   r"|ggml_init_cublas|ggml_cuda_init):|^main: build = \d")
 
 
 # pytest's long traceback separates its frames with "_ _ _ _ ..." lines and has no "Traceback" header.

@@ -70,12 +70,15 @@ CACHING_2_1 = lazy(
 PROCESS_CLAUSE = lazy(
     r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory in use"
 )
-# A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, the allocated figure.
+# A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, the allocated figure,
+# and the reserved-but-unallocated one once " is" follows it (a cut inside the number would misread it: "217.2").
 _FIGURES_2_1_CUT = (
     r"has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") ?is free)?"
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
     + r" memory in use\.\s?){1,64}))?"
-    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch)?"
+    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch"
+    r"(?:,\s(?:with " + SIZE + r" allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
+    r"and (?P<unallocated>" + SIZE + r") is\b)?)?"
 )
 # Any caching-allocator message whose full form did not match (truncated at a NUL device index, cut by a
 # log collector, an unknown future era): the request is still known.
@@ -158,10 +161,14 @@ CUDA_ERROR_STRICT = lazy(
     r"|error == cudaSuccess\. 2 vs 0\. Error at: \S{1,300}: out of memory"  # Caffe2's CUDA_ENFORCE
     r"|\[CUDA\] out of memory \S{1,300} \d{1,9}"  # LightGBM's gpuAssert: "[CUDA] %s %s %d"
     r"|CUDA error \d{1,3}: out of memory"  # CatBoost's CUDA_SAFE_CALL, NVIDIA Warp
+    r"|CUDA error \d{1,3} at \S{1,300}:\d{1,9}: out of memory"  # ggml-cuda.cu's CUDA_CHECK in 2023 (llama.cpp)
     r"|cuMem(?:Alloc|AllocPitch|AllocManaged) failed: out of memory"  # PyCUDA's driver errors
     r"|Cuda Error in allocate: 2 \(out of memory\)"  # TensorRT 7's allocator
     r"|CUDA runtime error in [^\n]{0,300}?: out of memory"  # TensorRT-LLM's TLLM_CUDA_CHECK: "... in ::cudaMallocAsync(...)"
 )
+# ggml's CUDA check names the device on the line after the error: "CUDA error 2 at .../ggml-cuda.cu:5509: out of
+# memory" then "current device: 0" (2023); later "CUDA error: out of memory" then "  current device: 0, in function ..."
+CURRENT_DEVICE = lazy(r"^\s{0,8}current device: (?P<gpu>\d{1,4})\b")
 # ONNX Runtime's CUDA_CALL (and CNTK's): "CUDA failure 2: out of memory ; GPU=0 ; hostname=... ; expr=cudaMalloc(...)".
 CUDA_FAILURE = lazy(r"CUDA failure 2: out of memory(?: ; GPU=(?P<gpu>\d{1,4}))?")
 # PyTorch on ROCm: the C10_HIP_CHECK of a failed hipMalloc outside the caching allocator ("HIP error: out of memory").

@@ -140,6 +140,9 @@ def _caching_2_1(m: Match) -> Figures:
 def _caching_any(m: Match) -> Figures:
     """A message cut short: whatever it printed before the cut, the process clauses included."""
     f = _caching_common(m)
+    if m.groupdict().get("unallocated") and f["allocated_bytes"] is not None:  # cut after its last figure
+        f["reserved_unallocated_bytes"] = _size(m, "unallocated")
+        f["reserved_bytes"] = f["allocated_bytes"] + f["reserved_unallocated_bytes"]
     if m["procs"]:
         _processes(f, m["procs"])
     return f
