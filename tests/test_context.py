@@ -1721,3 +1721,13 @@ def test_a_2_1_message_cut_inside_its_last_clause_keeps_the_figure_before_the_cu
     # the reserve known, the only process listed is the failing one (a container prints it under its own pid)
     assert event.process_in_use_bytes == round(14.70 * 2**30) and event.other_processes == ()
     assert one(head[:-4] + "\n").reserved_unallocated_bytes is None  # cut inside the figure: not read
+
+
+def test_caffe_s_solver_start_is_training_and_a_tensorrt_engine_build_is_set_up():
+    solver = ("I0930 23:28:33.788710  3746 solver.cpp:282] Solving spacenet_SSD_500x500_train\n"
+              "I0930 23:28:33.788714  3746 solver.cpp:283] Learning Rate Policy: step\n")
+    caffe = "F0930 23:28:34.930538  3746 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory\n"
+    assert one(solver + caffe).phase == "train"
+    assert one("Solving environment: done\n" + caffe).phase == "unknown"  # conda resolving packages is not a solver
+    trt = "[09/29/2022-16:59:38] [E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)\n"
+    assert one("start building engine\n" + trt).phase == "init"

@@ -250,12 +250,8 @@ KNOWN_GAPS = {
                                                             "as training",
     "p255-deconvnet-caffe-testall-unpooling-aborted.log": "held-out, scored only: phase: glog's C++ stack naming "
                                                           "Solver::Test under Solver::TestAll is not read as eval",
-    "p256-ssdcaffe-spacenet500-solving-banner.log": "phase: Caffe's \"Solving <net>\" solver banner before the "
-                                                    "fatal line is not read as train",
     "p266-srgan-val-bar-glued-thcudacheck.log": "held-out, scored only: step: a validation bar's image count "
                                                 "(5/176), the OOM glued to it, is read as the training step",
-    "p267-trtinference-yolov4tiny-workspace-two-lines.log": "phase: TensorRT's engine build after \"start building "
-                                                            "engine\" is not read as init",
     "p227-mistralrs-3090-serving-driver-error-glued-bars.log": "phase: a Rust panic after 'Model loaded.' and "
                                                                "'Serving on ...' is read as init from the earlier "
                                                                "'Loading model' line",

@@ -144,6 +144,7 @@ TRAIN_BANNER = lazy(
     r"|^Epoch \d{1,6}/\d{1,6}\s*$"  # Keras fit() opening an epoch ("Epoch 1/160" on its own line)
     r"|^>{3,}\s?[Ss]tart [Tt]raining\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
     r"|^[Tt]raining \.\.\.\s*$"  # Megatron-LM's train() after its setup ("training ...", Megatron-Bridge "Training ...")
+    r"|^Solving [\w.-]{1,200}\s*$"  # Caffe's solver starting on its net (glog's "solver.cpp:282] Solving <net>")
     # Lightning's training bar at its start, before its first epoch relabels it "Epoch 0": "Training: |  | 0/? [00:00<?,
     # ?it/s]" (1.x: "Training: 0it [00:00, ?it/s]"); it ends the default sanity check's validation bars
     r"|^Training:\s{0,4}(?:(?:0%)?\|[^|\n]{0,160}\|\s{0,4}0/(?:\?|\d{1,20})|0it)\s{0,4}\[\d"
@@ -258,7 +259,7 @@ class Gates:
         # _banner_kind's: may_be_eval_banner and may_be_init_banner hold for a text holding one of their lines
         self.eval = whole is None or may_be_eval_banner(whole)
         self.save, self.init = has("aving", "Summoning"), whole is None or may_be_init_banner(whole)
-        self.train, self.ended = has("raining", "Epoch "), has("Epoch(", "Iter(")
+        self.train, self.ended = has("raining", "Epoch ", "Solving "), has("Epoch(", "Iter(")
 
 
 EVERY_TEST = Gates()
@@ -341,6 +342,11 @@ def may_be_eval_banner(text: str) -> bool:
 def is_eval_banner(text: str) -> bool:
     """The line announces an evaluation loop (EVAL_BANNER matches; searched only where may_be_eval_banner allows)."""
     return may_be_eval_banner(text) and EVAL_BANNER.search(text) is not None
+
+
+def may_be_train_banner(text: str) -> bool:
+    """False when TRAIN_BANNER cannot match: each of its forms holds one of these literals."""
+    return "raining" in text or "Epoch " in text or "Solving " in text
 
 
 def may_be_init_banner(text: str) -> bool:
@@ -533,7 +539,7 @@ def _banner_kind(text: str, has_step: bool, eval_banner: bool | None = None, gat
         return "save"
     if not has_step and gates.init and may_be_init_banner(text) and INIT_BANNER.search(text):
         return "init"
-    if gates.train and ("raining" in text or "Epoch " in text) and TRAIN_BANNER.search(text):
+    if gates.train and may_be_train_banner(text) and TRAIN_BANNER.search(text):
         return "train"
     if gates.ended and ("Epoch(" in text or "Iter(" in text) and LOOP_ENDED.search(text):
         return "ended"
@@ -920,6 +926,8 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
                    # llama.cpp and its forks building the model and its context (KV cache, compute buffers), ggml's
                    # CUDA start-up ("ggml_init_cublas: found 2 CUDA devices:", later "ggml_cuda_init: ...") and the
                    # first line llama.cpp's main printed ("main: build = 1233 (98311c4)")
+                   # a TensorRT engine being built from the network (before anything runs): "start building engine"
+                   r"|^(?:[Ss]tart(?:ing)? )?[Bb]uilding (?:the |an? )?(?:TensorRT |TRT )?engine\b"
                    r"|^(?:llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors|llama_kv_cache_init"
                    r"|ggml_init_cublas|ggml_cuda_init):|^main: build = \d")
 
