@@ -316,8 +316,9 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
 
 
 def ignite_run(text: str) -> tuple[str | None, int | None] | None:
-    """An ignite Engine's run opening on this raw line (the logger's name is a prefix normalize strips): (the loop its logger's name says, "train", "eval" or None for
-    neither; the iteration it resumes from, or None), or None when the line opens no engine run."""
+    """An ignite Engine's run opening on this raw line (its logger's name is a prefix normalize strips): the loop that
+    name says ("train", "eval", or None for neither) and the iteration it resumes from (or None); None when the line
+    opens no engine run."""
     m = IGNITE_RUN.search(text)
     if m is None:
         return None
