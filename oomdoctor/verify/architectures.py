@@ -37,6 +37,30 @@ def _llava(**decoder: int) -> dict[str, Any]:
             "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu", "text_config": text}
 
 
+# Qwen2-VL and Qwen2.5-VL (Qwen/Qwen2-VL-{2B,7B}-Instruct, Qwen/Qwen2.5-VL-{3B,7B}-Instruct, config.json on the Hugging
+# Face hub): a native-resolution ViT (14 px patches, 2 frames a patch, 2 x 2 patches merged into one token) and a Qwen2
+# decoder whose rotary embedding is split over time, height and width (mrope_section).
+_MROPE = {"rope_type": "default", "mrope_section": [16, 24, 24], "rope_theta": 1000000.0}
+_QWEN2_VL_VISION = {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_channels": 3,
+                    "hidden_act": "quick_gelu", "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+# 2.5's tower: RMSNorm and a SwiGLU MLP, attention within 112 px windows except in every eighth block
+_QWEN25_VL_VISION = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
+                     "hidden_act": "silu", "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                     "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2}
+
+
+def _qwen_vl(model_type: str, **decoder: Any) -> dict[str, Any]:
+    """A Qwen2-VL or Qwen2.5-VL config: its vision tower projecting into a Qwen2 decoder of the given shape."""
+    text = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_parameters": _MROPE, **decoder}
+    if model_type == "qwen2_vl":
+        vision = {**_QWEN2_VL_VISION, "hidden_size": decoder["hidden_size"]}
+    else:
+        vision = {**_QWEN25_VL_VISION, "out_hidden_size": decoder["hidden_size"]}
+    return {"model_type": model_type, "text_config": text, "vision_config": vision, "image_token_id": 151655,
+            "video_token_id": 151656, "vision_start_token_id": 151652, "vision_end_token_id": 151653,
+            "tie_word_embeddings": decoder.get("tie_word_embeddings", False)}
+
+
 _VIT = {"model_type": "vit", "image_size": 224, "patch_size": 16, "num_channels": 3, "hidden_act": "gelu",
         "qkv_bias": True, "layer_norm_eps": 1e-12, "num_labels": 1000}
 
@@ -107,6 +131,20 @@ CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
                                       num_attention_heads=32)),
     (r"llava-(?:v?1\.5-)?13b", _llava(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
                                        num_attention_heads=40)),
+    # Vision-language with dynamic resolution (Qwen/Qwen2-VL-*-Instruct, Qwen/Qwen2.5-VL-*-Instruct; "qwen2_vl" alone,
+    # as a model_type, names no size)
+    (r"qwen2-?vl-2b", _qwen_vl("qwen2_vl", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                              num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
+                              max_position_embeddings=32768, tie_word_embeddings=True)),
+    (r"qwen2-?vl-7b", _qwen_vl("qwen2_vl", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                              num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                              max_position_embeddings=32768)),
+    (r"qwen2[.-]5-?vl-3b", _qwen_vl("qwen2_5_vl", hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                                 num_attention_heads=16, num_key_value_heads=2, vocab_size=151936,
+                                 max_position_embeddings=128000, tie_word_embeddings=True)),
+    (r"qwen2[.-]5-?vl-7b", _qwen_vl("qwen2_5_vl", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                                 num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                                 max_position_embeddings=128000)),
     # Image classifiers (microsoft/resnet-*, google/vit-*-patch16-224); torchvision's "resnet152" is the same net.
     (r"resnet-?50", {**_RESNET, "depths": [3, 4, 6, 3]}),
     (r"resnet-?101", {**_RESNET, "depths": [3, 4, 23, 3]}),
@@ -119,7 +157,11 @@ CATALOG: tuple[tuple[str, dict[str, Any]], ...] = (
 # model_type of the image classifiers above: their step feeds pixel_values and class labels, not tokens.
 IMAGE_CLASSIFIERS = frozenset({"resnet", "vit", "convnext", "swin", "deit", "beit", "regnet", "efficientnet"})
 # Image-and-text models: a step feeds pixel_values and token ids whose first positions are the image's tokens.
-VISION_LANGUAGE = frozenset({"llava"})
+VISION_LANGUAGE = frozenset({"llava", "qwen2_vl", "qwen2_5_vl"})
+# of those, the ones whose images come at their own resolution, as patches with a (t, h, w) grid (verify/qwenvl.py),
+# and the side of the one image a sample `model: hf` feeds them unless image_size says (32 x 32 patches, 256 tokens)
+DYNAMIC_RESOLUTION = frozenset({"qwen2_vl", "qwen2_5_vl"})
+DYNAMIC_IMAGE_SIDE = 448
 # the architectures whose Liger-Kernel patch (RMSNorm, SwiGLU, RoPE) verify/liger.py replays: the patch functions read
 LIGER_PATCHED = frozenset({"llama", "mistral", "qwen2"})
 # transformers models whose class says supports_gradient_checkpointing = False (checked on transformers 5.x)

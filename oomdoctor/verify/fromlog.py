@@ -346,7 +346,14 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     it assumed), else None and why not."""
     import importlib.util
 
-    from oomdoctor.verify.architectures import IMAGE_CLASSIFIERS, LIGER_PATCHED, from_catalog, hf_replays
+    from oomdoctor.verify.architectures import (
+        DYNAMIC_IMAGE_SIDE,
+        DYNAMIC_RESOLUTION,
+        IMAGE_CLASSIFIERS,
+        LIGER_PATCHED,
+        from_catalog,
+        hf_replays,
+    )
 
     name = d.get("model_name")
     architecture = from_catalog(name) if isinstance(name, str) else None
@@ -372,6 +379,9 @@ def _hf_workload(d: dict[str, Any], params: dict[str, Any], phase: str) -> tuple
     optimizer = params.get("optimizer")
     hf["optimizer"] = optimizer or "adamw"  # written out even when assumed: the config says what was replayed
     notes = [] if optimizer else ["optimizer: not in the log, assumed AdamW (two moments per parameter, in its dtype)"]
+    if architecture["model_type"] in DYNAMIC_RESOLUTION:  # the processor sizes each image: no side in the config
+        notes.append(f"images: not in the log, assumed one a sample at {DYNAMIC_IMAGE_SIDE} px (image_size sets it; "
+                     "the processor turns each 28 px square into one token of seq_len)")
     if d.get("model_dtype"):  # the weights as loaded (torch_dtype)
         hf["dtype"] = d["model_dtype"]
     elif "dtype" in params:  # DeepSpeed's half-precision mode

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from oomdoctor.verify.architectures import (
+    DYNAMIC_RESOLUTION,
     IMAGE_CLASSIFIERS,
     LIGER_PATCHED,
     VISION_LANGUAGE,
@@ -274,6 +275,21 @@ def _image_text_forward(model: Any, batch: dict[str, Any]) -> Any:
     return model(inputs_embeds=embeds, labels=batch["labels"])
 
 
+def _inputs_and_forward(model: Any, p: HFParams, device: torch.device) -> tuple[
+        Callable[[int], dict[str, Any]], Callable[[dict[str, Any]], Any]]:
+    """How a step of this model's kind makes its batch and runs its forward (before any loss it replaces)."""
+    kind = model.config.model_type
+    if kind in DYNAMIC_RESOLUTION:
+        from oomdoctor.verify import qwenvl
+
+        return qwenvl.inputs(model, p, device), lambda batch: qwenvl.forward(model, batch)
+    if kind in VISION_LANGUAGE:
+        return _image_text_inputs(model, p, device), lambda batch: _image_text_forward(model, batch)
+    if kind in IMAGE_CLASSIFIERS:
+        return _image_inputs(model, p, device), lambda batch: model(**batch)
+    return _token_inputs(model, p, device), lambda batch: model(**batch)
+
+
 def _image_inputs(model: Any, p: HFParams, device: torch.device) -> Callable[[int], dict[str, Any]]:
     """An image classifier's batch: images of the run's side in the weights' dtype, and a class label each."""
     side = p.image_size or getattr(model.config, "image_size", None) or 224
@@ -345,10 +361,7 @@ def _step(p: HFParams, model: Any, device: torch.device, phase: str, zero: Zero3
 
     autocast = (torch.autocast(device.type, dtype=DTYPES[p.autocast]) if p.autocast else contextlib.nullcontext())
     kind = model.config.model_type
-    inputs = (_image_inputs if kind in IMAGE_CLASSIFIERS else _image_text_inputs if kind in VISION_LANGUAGE
-              else _token_inputs)(model, p, device)
-    forward = ((lambda batch: _image_text_forward(model, batch)) if kind in VISION_LANGUAGE
-               else (lambda batch: model(**batch)))
+    inputs, forward = _inputs_and_forward(model, p, device)
     if p.completion_len and phase == "train":
         if not causal_lm(kind):
             raise ValueError("completion_len (an RL policy update) is replayed for causal LMs only")

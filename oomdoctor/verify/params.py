@@ -221,8 +221,10 @@ class HFParams(ZeroParams):
     lora_dropout: float = Field(0.0, ge=0, lt=1)
     lora_targets: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"],
                                     description="module names LoRA adapts (peft's target_modules)")
-    image_size: int | None = Field(None, ge=1, description="image side for an image classifier (default: the "
-                                                           "config's image_size, else 224); seq_len is unused there")
+    image_size: int | None = Field(None, ge=1, description="image side: an image classifier's (default: the config's "
+                                                           "image_size, else 224; seq_len is unused there), a "
+                                                           "vision-language model's image in each sample (LLaVA: the "
+                                                           "tower's; Qwen2-VL/2.5-VL: 448, to a multiple of 28)")
 
     @model_validator(mode="after")
     def _check(self) -> HFParams:
