@@ -117,3 +117,37 @@ def test_the_batch_is_what_the_processor_gives():
     assert positions.shape == (3, 3, 300)
     assert positions[:, 0, 9].tolist() == [0, 1, 1] and positions[:, 0, 64].tolist() == [8, 8, 8]
     assert positions[0, 0, -1].item() == 8 + 300 - 64 - 1
+
+
+SEED_LOG = """\
+$ python train_vl.py --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct --data_path data/charts_sft.json \
+--lora_enable True --lora_r 64 --lora_alpha 128 --bf16 True --output_dir out/charts --num_train_epochs 2 \
+--per_device_train_batch_size 16 --gradient_accumulation_steps 1 --learning_rate 1e-5 --model_max_length 2048 \
+--gradient_checkpointing True --logging_steps 10 --report_to none
+Loading checkpoint shards: 100%|██████████| 5/5 [00:04<00:00,  1.10it/s]
+  0%|          | 0/2500 [00:00<?, ?it/s]
+Traceback (most recent call last):
+  File "/srv/train/train_vl.py", line 212, in <module>
+    trainer.train()
+  File "/usr/local/lib/python3.11/site-packages/torch/_tensor.py", line 626, in backward
+    torch.autograd.backward(
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.56 GiB. GPU 0 has a total capacity of 39.39 GiB \
+of which 3.47 GiB is free. Including non-PyTorch memory, this process has 35.92 GiB memory in use. Of the allocated \
+memory 33.43 GiB is allocated by PyTorch, and 1.98 GiB is reserved by PyTorch but unallocated.
+"""
+
+
+def test_verify_from_a_qwen25_vl_log_replays_its_catalogued_architecture(tmp_path):
+    # a LoRA fine-tune of Qwen2.5-VL-7B-Instruct at batch 16 on a 40 GB card: the logged model id picks the catalog
+    # entry, replayed with `model: hf` (peft's LoRA, the run's bf16); the image side is not in the log, so it is noted
+    pytest.importorskip("peft")
+    from oomdoctor.verify.fromlog import build
+
+    log = tmp_path / "train.log"
+    log.write_text(SEED_LOG, encoding="utf-8")
+    config, notes = build(str(log))
+    p = config["workload"]["params"]
+    assert (config["workload"]["model"], p["config"], config["phase"]) == ("hf", "Qwen/Qwen2.5-VL-7B-Instruct", "train")
+    assert (p["batch"], p["seq_len"], p["lora_rank"], p["dtype"]) == (16, 2048, 64, "bfloat16")
+    assert from_catalog(p["config"])["model_type"] == "qwen2_5_vl"
+    assert any(n.startswith(f"images: not in the log, assumed one a sample at {DYNAMIC_IMAGE_SIDE} px") for n in notes)
