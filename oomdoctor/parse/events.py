@@ -613,9 +613,9 @@ class _EventReader:
             evidence["progress_after"] = ctx._ev(source, later)
         if hit.kind in ("tf_oom", "xla_oom") and f.get("total_bytes") is None:
             _bfc_stats(lines, hit.idx, f)
-        if hit.kind == "cuda_error" and f.get("gpu_index") is None:  # ggml's check names the device on the next line
-            dm = next((m for ln in lines[hit.idx + 1 : hit.idx + 2] if (m := P.CURRENT_DEVICE.match(ln.text))), None)
-            f["gpu_index"] = int(dm["gpu"]) if dm else None
+        if hit.kind == "cuda_error" and f.get("gpu_index") is None and hit.idx + 1 < len(lines) and (
+                dm := P.CURRENT_DEVICE.match(lines[hit.idx + 1].text)):
+            f["gpu_index"] = int(dm["gpu"])  # ggml's check names the device on the line after its error
         fatal = detail.pop("fatal", True)
         return OOMEvent(
             kind=cast(EventKind, hit.kind), source=source, line=first.number, end_line=lines[hit.end].number,
