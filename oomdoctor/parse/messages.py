@@ -257,7 +257,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "total_bytes": _size(m, "total"), "detail": {"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]}}),
     MessageFormat("MPS_BARE", ("MPS backend out of memory",), None, "mps_oom"),
     MessageFormat("MPS_BUFFER_SIZE", ("Invalid buffer size",), P.MPS_BUFFER_SIZE, "mps_oom", lambda m: {
-        "requested_bytes": parse_size(m["requested"]), "detail": {"message_says": "buffer_over_device_limit"}}),
+        "requested_bytes": parse_size(m["requested"])}, says="buffer_over_device_limit"),
     MessageFormat("METAL_COMMAND_OOM", ("CallbackErrorOutOfMemory",), P.METAL_COMMAND_OOM, "mps_oom",
                   recognise_only=True, same_failure=True, single_line=True, says="metal_out_of_memory"),
     MessageFormat("MLX_METAL_MALLOC", ("[metal::malloc]",), P.MLX_METAL_MALLOC, "mps_oom", lambda m: {
@@ -284,12 +284,12 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("DIRECTML_ALLOC", ("GPU video memory",), P.DIRECTML_ALLOC, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "detail": {"backend": "directml"}}),
     MessageFormat("DEEPSPEED_WORKSPACE", ("Workspace can't be allocated",), P.DEEPSPEED_WORKSPACE, "cuda_error",
-                  lambda m: {"detail": {"library": "deepspeed", "message_says": "inference_workspace"}}),
+                  lambda m: {"detail": {"library": "deepspeed"}}, says="inference_workspace"),
     MessageFormat("VLLM_STARTUP_FREE", ("Free memory on device",), P.VLLM_STARTUP_FREE, "cuda_oom", lambda m: {
         "free_bytes": to_bytes(m["free"], "GiB"), "total_bytes": to_bytes(m["total"], "GiB"),
         "requested_bytes": to_bytes(m["want"], "GiB"),
-        "detail": {"engine": "vllm", "message_says": "startup_free_below_utilization",
-                   "gpu_memory_utilization": float(m["util"])}}),
+        "detail": {"engine": "vllm", "gpu_memory_utilization": float(m["util"])}},
+        says="startup_free_below_utilization"),
     MessageFormat("PADDLE_GPU_INFO", ("allocating <= available",), P.PADDLE_GPU_INFO, "cuda_oom", lambda m: {
         "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}),
     MessageFormat("GGML_CUDA", ("cudaMalloc failed: out of memory",), P.GGML_CUDA, "cuda_error", lambda m: {
@@ -327,9 +327,9 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("CUBLAS", ("ALLOC_FAILED",), P.CUBLAS, "cublas",
                   lambda m: {"detail": {"library": (m["lib"] or m["fft"]).upper()}}),
     MessageFormat("CUBLAS_CREATE", ("CUBLAS_STATUS_NOT_INITIALIZED",), P.CUBLAS_CREATE, "cublas",
-                  lambda m: {"detail": {"library": "CUBLAS", "message_says": "cublas_handle"}}),
+                  lambda m: {"detail": {"library": "CUBLAS"}}, says="cublas_handle"),
     MessageFormat("CUDNN_NO_ALGO", ("valid cuDNN algorithm",), P.CUDNN_NO_ALGO, "cublas",
-                  lambda m: {"detail": {"library": "CUDNN", "message_says": "cudnn_no_algorithm"}}),
+                  lambda m: {"detail": {"library": "CUDNN"}}, says="cudnn_no_algorithm"),
     # TensorFlow / XLA. TensorFlow warns with the same words when it only lost speed: not a failure.
     MessageFormat("XLA_BYTES", _XLA_WORDS, P.XLA_BYTES, "xla_oom",
                   lambda m: {"requested_bytes": parse_size(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
@@ -350,10 +350,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m: {"gpu_index": int(m["gpu"])}, also=("ResourceExhaustedError",), veto=P.TF_NOT_A_FAILURE),
     MessageFormat("KV_CACHE", ("KV cache", "cache blocks"), P.KV_CACHE, "kv_cache", _kv_cache, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("SGLANG_KV", ("Not enough memory",), P.SGLANG_KV, "kv_cache",
-                  lambda m: {"detail": {"engine": "sglang", "message_says": "kv_pool_no_room"}}),
+                  lambda m: {"detail": {"engine": "sglang"}}, says="kv_pool_no_room"),
     MessageFormat("TGI_PREFILL", ("Not enough memory",), P.TGI_PREFILL, "kv_cache",
-                  lambda m: {"detail": {"engine": "text-generation-inference", "message_says": "prefill_warmup",
-                                        "prefill_tokens": int(m["tokens"])}}),
+                  lambda m: {"detail": {"engine": "text-generation-inference", "prefill_tokens": int(m["tokens"])}},
+                  says="prefill_warmup"),
     MessageFormat("AUTO_BATCH_ZERO", ("No executable batch size",), P.AUTO_BATCH_ZERO, "cuda_oom",
                   says="batch_halved_to_zero"),
     MessageFormat("SHM_EXHAUSTED", ("shared memory", "</torch_", "/dev/shm/"), P.SHM_EXHAUSTED, "host_oom",
