@@ -1731,3 +1731,11 @@ def test_caffe_s_solver_start_is_training_and_a_tensorrt_engine_build_is_set_up(
     assert one("Solving environment: done\n" + caffe).phase == "unknown"  # conda resolving packages is not a solver
     trt = "[09/29/2022-16:59:38] [E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)\n"
     assert one("start building engine\n" + trt).phase == "init"
+
+
+def test_an_evaluation_loop_s_start_line_counts_anywhere_in_the_log_not_only_as_its_first_line():
+    # pytorch-accelerated's "Starting evaluation run": the per-source gate once asked whether the whole text started so
+    msg = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 1.00 GiB is free.\n")
+    assert one("Starting evaluation run\n" + msg).phase == "eval"
+    assert one("loading the data\nStarting evaluation run\n" + msg).phase == "eval"

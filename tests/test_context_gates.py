@@ -85,9 +85,11 @@ def test_gates_from_a_text_keep_every_test_a_line_of_it_needs(texts):
     """Built from a text, Gates skips only tests no line of it can pass: each line read with the gates of the line
     itself (the smallest text holding it) finds the step and banner it finds with every test made."""
     for text in texts:
-        line, gates = Line(1, None, text), ctx.Gates(text)
-        assert ctx.step_of(line, gates) == ctx.step_of(line), text
-        assert ctx._banner_kind(text, False, None, gates) == ctx._banner_kind(text, False), text
+        line = Line(1, None, text)
+        for whole in (text, "a line before it\n" + text):  # alone, and as a later line of a log
+            gates = ctx.Gates(whole)
+            assert ctx.step_of(line, gates) == ctx.step_of(line), text
+            assert ctx._banner_kind(text, False, None, gates) == ctx._banner_kind(text, False), text
 
 
 def test_gates_of_a_text_without_bars_or_banners_skip_their_tests():
