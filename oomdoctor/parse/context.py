@@ -260,7 +260,8 @@ class Gates:
         # (may_be_eval_banner asks a line whether it starts with "Start" or "Begin": of a text, any line may)
         self.eval = whole is None or may_be_eval_banner(whole) or "\nStart" in whole or "\nBegin" in whole
         self.save, self.init = has("aving", "Summoning"), whole is None or may_be_init_banner(whole)
-        self.train, self.ended = has("raining", "Epoch ", "Solving "), has("Epoch(", "Iter(")
+        self.train = whole is None or may_be_train_banner(whole)
+        self.ended = has("Epoch(", "Iter(")
 
 
 EVERY_TEST = Gates()
@@ -925,11 +926,11 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
                    # the data prepared before the first step: PyG's "Processing...", "Constructing datasets..."
                    r"|^Processing\.\.\.\s*$|^(?:Loading|Building|Constructing|Preparing|Processing|Creating) (?:the )?"
                    r"(?:[\w-]{1,30} ){0,2}(?:datasets?|data ?loaders?|graphs)\b"
+                   # a TensorRT engine being built from the network (before anything runs): "start building engine"
+                   r"|^(?:[Ss]tart(?:ing)? )?[Bb]uilding (?:the |an? )?(?:TensorRT |TRT )?engine\b"
                    # llama.cpp and its forks building the model and its context (KV cache, compute buffers), ggml's
                    # CUDA start-up ("ggml_init_cublas: found 2 CUDA devices:", later "ggml_cuda_init: ...") and the
                    # first line llama.cpp's main printed ("main: build = 1233 (98311c4)")
-                   # a TensorRT engine being built from the network (before anything runs): "start building engine"
-                   r"|^(?:[Ss]tart(?:ing)? )?[Bb]uilding (?:the |an? )?(?:TensorRT |TRT )?engine\b"
                    r"|^(?:llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors|llama_kv_cache_init"
                    r"|ggml_init_cublas|ggml_cuda_init):|^main: build = \d")
 
