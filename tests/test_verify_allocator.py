@@ -290,9 +290,9 @@ def test_equal_free_blocks_go_to_the_newest_segment_first():
                                       ("NVIDIA H20", True), ("H800 PCIe", True), ("sm90", True),
                                       ("NVIDIA A100-SXM4-80GB", False), ("Tesla V100-SXM2-32GB", False),
                                       ("NVIDIA GeForce RTX 4090", False), ("NVIDIA H1000", False), (None, False),
-                                      ("NVIDIA B200", False)])
+                                      ("NVIDIA B200", False), ("hopper", True), ("sm_90a", True), ("sm_900", False)])
 def test_hopper_is_told_by_name(gpu, sm90):
-    from oomdoctor.verify.libraries import is_sm90
+    from oomdoctor.verify.gpus import is_sm90
 
     assert is_sm90(gpu) is sm90
 

@@ -49,7 +49,10 @@ def test_dimensions_are_merged_and_ordered_as_tensor_iterator_does():
                                                ("NVIDIA H200", (132, 2048)), ("NVIDIA GeForce RTX 4090", (128, 1536)),
                                                ("Tesla T4", (40, 1024)), ("NVIDIA L40S", (142, 1536)),
                                                ("NVIDIA L4", (58, 1536)), (None, DEFAULT_FIGURES),
-                                               ("Some Future GPU", DEFAULT_FIGURES)])
+                                               ("Some Future GPU", DEFAULT_FIGURES),
+                                               # a model number is whole: no A10 in an A100, no H100 in an H1000
+                                               ("NVIDIA A10G", (80, 1536)), ("NVIDIA A10", (72, 1536)),
+                                               ("NVIDIA H1000", DEFAULT_FIGURES), ("rtx4090", (128, 1536))])
 def test_gpu_figures_by_the_name_a_log_prints(name, figures):
     assert gpu_figures(name) == figures
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import regex
 
 from oomdoctor.units import KIB, MIB
+from oomdoctor.verify.gpus import is_sm90
 
 # getChosenWorkspaceSize(): ":4096:2:16:8" unless CUBLAS_WORKSPACE_CONFIG says otherwise, 32 MiB on sm90 (Hopper)
 CUBLAS_WORKSPACE_BYTES = 4096 * KIB * 2 + 16 * KIB * 8
@@ -18,17 +19,11 @@ CUBLAS_WORKSPACE_SM90_BYTES = 4096 * KIB * 8
 # getCUDABlasLtWorkspaceSize(): CUBLASLT_WORKSPACE_SIZE, 1024 KiB by default, at most the cuBLAS workspace
 CUBLASLT_WORKSPACE_BYTES = 1 * MIB
 
-_SM90 = regex.compile(r"(?i)(?<![A-Za-z0-9])G?H(?:100|200|800|20)(?![0-9])|hopper|sm_?90(?![0-9])")
 _CONFIG = regex.compile(r":([0-9]+):([0-9]+)")
 
 
 class WorkspaceConfigError(ValueError):
     """A CUBLAS_WORKSPACE_CONFIG value that names no :SIZE:COUNT pair."""
-
-
-def is_sm90(gpu: str | None) -> bool:
-    """True for a Hopper GPU named as nvidia-smi or a log prints it (H100, H200, H800, H20, GH200) or as sm90."""
-    return bool(gpu and _SM90.search(gpu))
 
 
 def cublas_workspace_bytes(gpu: str | None = None, config: str | None = None) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import regex
+from oomdoctor.verify.gpus import A100, known_gpu
 
 MAX_NUM_THREADS = 512  # mnt_wrapper<T>::MAX_NUM_THREADS for every real dtype
 WARP_SIZE = 32
@@ -23,35 +23,14 @@ MIN_VALUES_PER_THREAD = 16
 MAX_VALUES_PER_THREAD = 256
 OUTPUT_VEC_SIZE = 4  # get_output_vec_size_cuda starts at 4 and halves until the sizes and strides divide
 
-# (multiprocessors, max resident threads per multiprocessor) as cudaGetDeviceProperties reports them, by the name
-# nvidia-smi or a log prints; first match wins, so the longer names come first.
-GPU_FIGURES: tuple[tuple[str, tuple[int, int]], ...] = (
-    (r"H100[ -]?PCIe|H100[ -]?NVL", (114, 2048)),
-    (r"GH200|H200|H100|H800|H20(?![0-9])", (132, 2048)),
-    (r"A100|A800", (108, 2048)),
-    (r"A30(?![0-9])", (56, 2048)),
-    (r"A10G", (80, 1536)),
-    (r"A10(?![0-9])", (72, 1536)),
-    (r"L40S|L40(?![0-9])", (142, 1536)),
-    (r"L4(?![0-9])", (58, 1536)),
-    (r"A6000", (84, 1536)),
-    (r"A40(?![0-9])", (84, 1536)),
-    (r"4090", (128, 1536)),
-    (r"3090", (82, 1536)),
-    (r"V100", (80, 2048)),
-    (r"T4(?![0-9])", (40, 1024)),
-)
-_GPU_FIGURES = [(regex.compile(r"(?i)" + pattern), figures) for pattern, figures in GPU_FIGURES]
-DEFAULT_FIGURES = (108, 2048)  # an A100's, the card most published training figures come from
+DEFAULT_FIGURES = (A100.multiprocessors, A100.threads_per_multiprocessor)
 
 
 def gpu_figures(gpu: str | None) -> tuple[int, int]:
-    """(multiprocessors, max threads per multiprocessor) of the GPU named `gpu`; an A100's when unknown."""
-    if gpu:
-        for pattern, figures in _GPU_FIGURES:
-            if pattern.search(gpu):
-                return figures
-    return DEFAULT_FIGURES
+    """(multiprocessors, max threads per multiprocessor) of the GPU named `gpu` (verify/gpus.py); an A100's when
+    unknown."""
+    found = known_gpu(gpu) or A100
+    return found.multiprocessors, found.threads_per_multiprocessor
 
 
 def _last_pow2(n: int) -> int:
