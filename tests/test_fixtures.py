@@ -283,6 +283,9 @@ KNOWN_GAPS = {
                                                 "quoted in a sentence, is not found",
     "p323-cntk-cublas-failure-3-gpu0-blockquote.log": "held-out, scored only: gpu_index: CNTK's 'GPU=0' after its "
                                                       "cuBLAS failure is not read",
+    "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "
+                                                                 "failure and the next allocation's raised one "
+                                                                 "(same UR text) are read as one event",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
