@@ -285,7 +285,8 @@ KNOWN_GAPS = {
                                                       "cuBLAS failure is not read",
     "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "
                                                                  "failure and the next allocation's raised one "
-                                                                 "(same UR text) are read as one event",
+                                                                 "(same UR text) are read as one event; ComfyUI's "
+                                                                 "weight-loading frames are not read as init",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
