@@ -272,6 +272,21 @@ KNOWN_GAPS = {
     "p236-rllm-verl-32b-32k-update-policy-cumem-process.log": "held-out, scored only: figures: the only process "
                                                               "clause (all the used memory, 7.5 GiB above the "
                                                               "reserve) is kept as another process",
+    "p314-tffrcnn-tf1-stats-initializer-fc6.log": "phase: a TF1 traceback through "
+                                                  "Session.run(tf.global_variables_initializer()) is read as training",
+    "p315-fasterrcnn-tf-py3-windows-bfc-392mib-cut-node.log": "events: the TF1 ResourceExhaustedError that restates "
+                                                              "the allocator's failure after the traceback is a "
+                                                              "second event",
+    "p317-faceswap-convert-tf-cublas-cudnn-handles.log": "events: TensorFlow's cuDNN handle failure after its cuBLAS "
+                                                         "handle failure is not a second event",
+    "p320-crgan-cuda-error-nospace-quoted.log": "detect: 'CUDA error:out of memory' (no space after the colon), "
+                                                "quoted in a sentence, is not found",
+    "p323-cntk-cublas-failure-3-gpu0-blockquote.log": "held-out, scored only: gpu_index: CNTK's 'GPU=0' after its "
+                                                      "cuBLAS failure is not read",
+    "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "
+                                                                 "failure and the next allocation's raised one "
+                                                                 "(same UR text) are read as one event; ComfyUI's "
+                                                                 "weight-loading frames are not read as init",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
