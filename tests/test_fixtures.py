@@ -276,6 +276,12 @@ KNOWN_GAPS = {
                                                                               "allocated clause ('... 6.93 GiB is "
                                                                               "alloca') loses the figure printed "
                                                                               "before the cut (p217's gap, in dev)",
+    "p292-mlcllm-phi2-params-shard-tvm-cuda-oom.log": "held-out, scored only: detect: TVM's check failure "
+                                                      "'... is false: CUDA: out of memory' inside a ValueError "
+                                                      "is not found",
+    "p293-ocrflux-vllm-kv-cache-alloc-three-cotenants.log": "phase: vLLM's cache engine allocating the KV cache in "
+                                                            "its __init__ (_allocate_kv_cache) at engine start is "
+                                                            "not read as init",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
