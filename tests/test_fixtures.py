@@ -287,6 +287,19 @@ KNOWN_GAPS = {
                                                                  "failure and the next allocation's raised one "
                                                                  "(same UR text) are read as one event; ComfyUI's "
                                                                  "weight-loading frames are not read as init",
+    "p286-secondme-8gb-checkpoint-backward-unindented-placeholder-twice.log": "figures: a message cut inside its "
+                                                                              "allocated clause ('... 6.93 GiB is "
+                                                                              "alloca') loses the figure printed "
+                                                                              "before the cut (p217's gap, in dev)",
+    "p292-mlcllm-phi2-params-shard-tvm-cuda-oom.log": "held-out, scored only: detect: TVM's check failure "
+                                                      "'... is false: CUDA: out of memory' inside a ValueError "
+                                                      "is not found",
+    "p293-ocrflux-vllm-kv-cache-alloc-three-cotenants.log": "phase: vLLM's cache engine allocating the KV cache in "
+                                                            "its __init__ (_allocate_kv_cache) at engine start is "
+                                                            "not read as init",
+    "p298-jan-llamacpp-router-default-context-kv-36gib.log": "phase: llama.cpp's load_model and llama_init_from_model "
+                                                             "lines behind Jan's 'INFO [llamacpp-router stdout] "
+                                                             "[pid]' relay prefix are not read as init",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
