@@ -272,6 +272,12 @@ KNOWN_GAPS = {
     "p236-rllm-verl-32b-32k-update-policy-cumem-process.log": "held-out, scored only: figures: the only process "
                                                               "clause (all the used memory, 7.5 GiB above the "
                                                               "reserve) is kept as another process",
+    "p299-sam2-colab-init-state-1581-frames.log": "step/phase: SAM 2's 'frame loading (JPEG)' bar at 1581/1581 "
+    "is read as the training step, so a predictor's state set-up reads as train at step 1581",
+    "p303-4dgs-backward-rasterizer-cut-allocated.log": "figures: a 1.x message cut inside its allocated clause "
+    "('20.68 GiB already allocate') loses that figure",
+    "p308-dynamicrafter-comfy-hyvideo-vae-encode-async.log": "phase: a ComfyUI node's "
+    "VAE encode after 'got prompt' and 'Exception during processing' is not read as generation",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
