@@ -300,6 +300,16 @@ KNOWN_GAPS = {
     "p298-jan-llamacpp-router-default-context-kv-36gib.log": "phase: llama.cpp's load_model and llama_init_from_model "
                                                              "lines behind Jan's 'INFO [llamacpp-router stdout] "
                                                              "[pid]' relay prefix are not read as init",
+    "p299-sam2-colab-init-state-1581-frames.log": "step/phase: SAM 2's 'frame loading (JPEG)' bar at 1581/1581 "
+    "is read as the training step, so a predictor's state set-up reads as train at step 1581",
+    "p303-4dgs-backward-rasterizer-cut-allocated.log": "figures: a 1.x message cut inside its allocated clause "
+    "('20.68 GiB already allocate') loses that figure",
+    "p308-dynamicrafter-comfy-hyvideo-vae-encode-async.log": "phase: a ComfyUI node's "
+    "VAE encode after 'got prompt' and 'Exception during processing' is not read as generation",
+    "p310-uctransnet-train-epoch-lines-cut-total.log": "held-out, scored only: figures: a 1.x message cut "
+    "after its total ('12.00 GiB total') loses the total",
+    "p311-meshsplatting-iter-25000-eval-backward-cut.log": "held-out, scored only: step: a 3DGS-style "
+    "'[ITER 25000] Evaluating train: ...' report is not read as the step",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
