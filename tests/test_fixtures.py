@@ -86,8 +86,6 @@ KNOWN_GAPS = {
                                    "checkpoint's step is not read",
     "p96-hsmr-vitdet-detect-bar-glued.log": "held-out, scored only: a 'Batch Detection 0/7' inference bar is read as "
                                             "training step 0",
-    "p101-pointpillars-bfc-dump-batch4.log": "line: an op's OOM line and the allocator's line after it are one failure; "
-                                             "the event is put on the allocator's",
     "p101-sdsandbox-keras-generator-memoryerror.log": "phase: a MemoryError in a Keras data-generator thread is not "
                                                       "read as training",
     "p102-meshtfjax-tohf-tpu-core-oom.log": "phase: a checkpoint-conversion script building its network is not read as init",
@@ -274,13 +272,6 @@ KNOWN_GAPS = {
                                                               "reserve) is kept as another process",
     "p314-tffrcnn-tf1-stats-initializer-fc6.log": "phase: a TF1 traceback through "
                                                   "Session.run(tf.global_variables_initializer()) is read as training",
-    "p315-fasterrcnn-tf-py3-windows-bfc-392mib-cut-node.log": "events: the TF1 ResourceExhaustedError that restates "
-                                                              "the allocator's failure after the traceback is a "
-                                                              "second event",
-    "p317-faceswap-convert-tf-cublas-cudnn-handles.log": "events: TensorFlow's cuDNN handle failure after its cuBLAS "
-                                                         "handle failure is not a second event",
-    "p320-crgan-cuda-error-nospace-quoted.log": "detect: 'CUDA error:out of memory' (no space after the colon), "
-                                                "quoted in a sentence, is not found",
     "p323-cntk-cublas-failure-3-gpu0-blockquote.log": "held-out, scored only: gpu_index: CNTK's 'GPU=0' after its "
                                                       "cuBLAS failure is not read",
     "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "

@@ -56,6 +56,7 @@ EXAMPLES = [
      "511.18 MiB). Tried to allocate 256.00 MiB on shared pool.", "mps_oom", None,
      {"requested_bytes": 256 * MIB, "allocated_bytes": 1024 * MIB}),
     ("RuntimeError: CUDA error: out of memory", "cuda_error", None, {}),
+    ("RuntimeError: CUDA error:out of memory", "cuda_error", None, {}),  # retyped with the space lost
     ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cublas", None, {}),
     ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 6291456 bytes.",
      "xla_oom", None, {"requested_bytes": 6291456}),
@@ -508,6 +509,19 @@ def test_tensorflows_allocator_line_and_kernel_line_are_one_failure_with_its_sha
            "shape[20,65536,64]\n")
     (event,) = parse_text(log).events
     assert (event.line, event.requested_bytes, event.detail["shape"]) == (1, 320 * MIB, [20, 65536, 64])
+
+
+def test_tensorflows_exception_after_the_traceback_restates_the_failure_it_does_not_add_one():
+    kernel = ("W tensorflow/core/framework/op_kernel.cc:993] Resource exhausted: OOM when allocating tensor with "
+              "shape[25088,4096]\n")
+    frames = "".join(f'  File "session.py", line {n}, in _run\n    status, run_metadata)\n' for n in range(5))
+    raised = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[{}]\n"
+    log = ("W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 392.00MiB.  "
+           "See logs for memory state.\n" + kernel + "Traceback (most recent call last):\n" + frames)
+    (event,) = parse_text(log + raised.format("25088,4096")).events
+    assert (event.line, event.requested_bytes, event.detail["shape"]) == (1, 392 * MIB, [25088, 4096])
+    # another tensor's failure is its own
+    assert [e.line for e in parse_text(log + raised.format("64,512,512")).events] == [1, 14]
 
 
 def test_the_bare_first_sentence_needs_its_exception_and_the_end_of_the_line():

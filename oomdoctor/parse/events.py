@@ -61,7 +61,10 @@ _COMPLETE = lazy(
 _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a row cut mid-word ("CUD" / "A error: out of
 # memory") is no label: every label of the message is followed by its figure
 _NEW_RECORD = lazy(
-    r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #)"
+    r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #"
+    # a glog record's header (TensorFlow, Caffe, MXNet, Paddle): its level, [date time thread,] then file:line]
+    # ("E tensorflow/stream_executor/cuda/cuda_blas.cc:510] ...", "F0614 11:50:14.027064  4321 syncedmem.cpp:71] ...")
+    r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
 )
 # A traceback printed after a logged message starts its own record; it is never the rest of a wrapped line.
 _TRACEBACK_START = lazy(r"^\s*(?:Traceback \(most recent call last\)|During handling of|The above exception)")
@@ -457,15 +460,19 @@ def _with_tf_shape(event: OOMEvent) -> OOMEvent:
 
 def _merge_tf_op(events: list[OOMEvent], first: Line, f: dict, rank: int | None, run: int) -> bool:
     """TensorFlow reports one failed allocation twice: the BFC allocator's "Ran out of memory trying to allocate X",
-    then the kernel's "OOM when allocating tensor with shape[...]". The second adds the shape to the first."""
+    then the kernel's "OOM when allocating tensor with shape[...]". The second adds the shape to the first. The
+    Python exception raised for it after the traceback ("ResourceExhaustedError: OOM when allocating tensor with
+    shape[...]", TF1 prints no dtype there, so no size) restates the same shape: it is that failure, not another."""
     prev = events[-1] if events else None
-    if prev is None or prev.kind != "tf_oom" or prev.rank != rank or prev.run != run \
-            or not 0 < first.number - prev.end_line <= TF_OP_AFTER_BFC_LINES:
+    if prev is None or prev.kind != "tf_oom" or prev.rank != rank or prev.run != run:
         return False
     shape = (f.get("detail") or {}).get("shape")
-    if shape is None:
+    gap = first.number - prev.end_line
+    kernel = shape is not None or "OOM when allocating" in first.text  # its shape may be cut off the line
+    if not kernel or not (0 < gap <= TF_OP_AFTER_BFC_LINES
+                          or (shape is not None and 0 < gap <= DUPLICATE_WINDOW_LINES and prev.detail.get("shape") == shape)):
         return False
-    events[-1] = prev.model_copy(update={"detail": {**f["detail"], **prev.detail},
+    events[-1] = prev.model_copy(update={"detail": {**(f.get("detail") or {}), **prev.detail},
                                          "requested_bytes": prev.requested_bytes or f.get("requested_bytes")})
     return True
 

@@ -145,7 +145,7 @@ CUDA_ERROR = lazy(
     r"(?:CUDA error|CUDA driver error|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation)(?::)? ?(?:out of memory)?"
 )
 CUDA_ERROR_STRICT = lazy(
-    r"CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b[^\n]{0,400}?from device)"
+    r"CUDA (?:driver )?error: ?out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY(?!: out of memory\b[^\n]{0,400}?from device)"
     r"|CUDA Error: out of memory at \S{1,300}:\d{1,9}"  # C++ extensions' own check (vLLM's cumem_allocator.cpp)
     r"|CUDA runtime error: out of memory"  # FasterTransformer / TurboMind check_cuda_error: "[TM][ERROR] CUDA runtime error: ..."
     r"|GPUassert: out of memory"  # the gpuAssert macro many CUDA extensions copy: "GPUassert: %s %s %d" (error, file, line)

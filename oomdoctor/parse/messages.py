@@ -265,9 +265,11 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         says="metal_buffer_over_limit"),
     MessageFormat("THC_PRE_1_0", _OOM_WORDS, P.THC_PRE_1_0, "cuda_oom", era="pre-1.0", recognise_only=True,
                   same_failure=True),
-    # admitted on its own words too: TF 1.x printed the driver's error name without ": out of memory" after it
+    # admitted on its own words too: TF 1.x printed the driver's error name without ": out of memory" after it. Its
+    # allocator backs off by a tenth after each refusal ("failed to allocate 13.83G", then 12.45G, 11.20G, ...): one
+    # failure, whatever sizes its lines name
     MessageFormat("STREAM_EXECUTOR_OOM", (*_OOM_WORDS, "from device: "), P.STREAM_EXECUTOR_OOM, _tf_if_named,
-                  _requested_only),
+                  _requested_only, same_failure=True),
     MessageFormat("STREAM_EXECUTOR_HOST", ("bytes on host",), P.STREAM_EXECUTOR_HOST, _tf_if_named,
                   lambda m: {"requested_bytes": int(m["requested"]), "detail": {"pinned_host": True}}),
     MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
