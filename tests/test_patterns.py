@@ -586,3 +586,16 @@ def test_a_2_1_message_cut_right_after_its_allocated_figure():
                       "capacity of 23.51 GiB of which 9.38 GiB is free. Including non-PyTorch memory, this process has "
                       "13.70 GiB memory in use. Of the allocated memory 13.03 GiB is allocated by PyTorch...\n").events
     assert (e.allocated_bytes, e.process_in_use_bytes, e.reserved_bytes) == (b("13.03", 3), b("13.70", 3), None)
+
+
+def test_a_glog_record_header_starts_a_new_failure_not_the_rest_of_the_last():
+    log = ("2019-06-14 11:50:14.027064: E tensorflow/stream_executor/cuda/cuda_blas.cc:510] failed to create cublas "
+           "handle: CUBLAS_STATUS_ALLOC_FAILED\n"
+           "2019-06-14 11:50:17.380488: E tensorflow/stream_executor/cuda/cuda_dnn.cc:334] Could not create cudnn "
+           "handle: CUDNN_STATUS_ALLOC_FAILED\n")
+    assert [(e.line, e.detail["library"]) for e in parse_text(log).events] == [(1, "CUBLAS"), (2, "CUDNN")]
+    # TensorFlow 1's allocator backing off a tenth at a time is one failure, named by its first size
+    backoff = "".join(f"E tensorflow/stream_executor/cuda/cuda_driver.cc:924] failed to allocate {g:.2f}G ({int(g * 2**30)} "
+                      "bytes) from device: CUDA_ERROR_OUT_OF_MEMORY\n" for g in (13.83, 12.45, 11.2))
+    (event,) = parse_text(backoff).events
+    assert event.requested_bytes == int(13.83 * 2**30)
