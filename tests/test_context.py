@@ -203,6 +203,12 @@ def test_notebook_tracebacks_and_the_calls_in_frame_code_lines_name_the_phase():
                '  File "/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl\n    return forward_call(*args)\n'
                + MSG)
     assert one(cpython).phase == "eval"
+    colab = ("OutOfMemoryError                          Traceback (most recent call last)\n"
+             "[<ipython-input-4-9f8e7d6c5b4a>](https://localhost:8080/#) in <cell line: 3>()\n"
+             "      2 model.train()\n----> 3 history = run_epochs(model, loader)\n\n1 frames\n"
+             "[/content/recipe/loop.py](https://localhost:8080/#) in train_one_epoch(model, loader, optimizer)\n"
+             "     41         loss = model(batch).loss\n---> 42         loss.backward()\n\n" + MSG)
+    assert one(colab).phase == "train"  # Colab links each frame's file
 
 
 def test_rank_named_by_spawn_headers_banners_and_wording():

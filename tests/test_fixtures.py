@@ -101,7 +101,6 @@ KNOWN_GAPS = {
     "p107-xlnetext-conll-adam-slot-busy-gpu.log": "held-out, scored only: an Adam slot's initializer node is not read as init",
     "p108-faceswap-debug-thread-adam-oom.log": "held-out, scored only: a training thread's DEBUG record is not read as train",
     "p109-gaussianflow-densify-clone-debugger.log": "held-out, scored only: densification frames are not read as train",
-    "p109-neuralangelo-preload-3208-exitcode9.log": "held-out, scored only: an image-preload bar is read as training steps",
     "p109-omnigs-360roam-libtorch-c10-oom.log": "held-out, scored only: libtorch C++ frames at start-up are not read as init",
     "p110-llamaedge-wasinn-compute-buffer.log": "held-out, scored only: WasmEdge-prefixed llama.cpp context lines are not init",
     "p112-ndsb-theano-chunk1-devicemem.log": "held-out, scored only: Theano's device allocator message is not read",
@@ -291,8 +290,8 @@ KNOWN_GAPS = {
     "p298-jan-llamacpp-router-default-context-kv-36gib.log": "phase: llama.cpp's load_model and llama_init_from_model "
                                                              "lines behind Jan's 'INFO [llamacpp-router stdout] "
                                                              "[pid]' relay prefix are not read as init",
-    "p299-sam2-colab-init-state-1581-frames.log": "step/phase: SAM 2's 'frame loading (JPEG)' bar at 1581/1581 "
-    "is read as the training step, so a predictor's state set-up reads as train at step 1581",
+    "p299-sam2-colab-init-state-1581-frames.log": "phase: SAM 2's predictor set-up (init_state, load_video_frames "
+    "moving the frames to the GPU) names no phase we read",
     "p303-4dgs-backward-rasterizer-cut-allocated.log": "figures: a 1.x message cut inside its allocated clause "
     "('20.68 GiB already allocate') loses that figure",
     "p308-dynamicrafter-comfy-hyvideo-vae-encode-async.log": "phase: a ComfyUI node's "

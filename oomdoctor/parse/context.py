@@ -156,6 +156,8 @@ FRAME = lazy(
     r"|^\s*File (?P<ipy8file>\S[^\n]{0,400}?):\d{1,20}, in (?P<ipy8func>[\w<>.]+)"  # IPython 8+
     r"|^(?P<cell8>Cell In\[\d{1,6}\]), line \d{1,20}"  # IPython 8+: the notebook cell itself
     r"|^\s*(?P<pytestfile>[^\s:]{1,400}\.py):\d{1,20}: in (?P<pytestfunc>[\w<>.]+)"  # pytest's long traceback
+    # Colab (2022+) links each file: "[/content/sam2/utils/misc.py](https://localhost:8080/#) in load_video_frames("
+    r"|^\[(?P<colabfile>[^\]\n]{1,400})\]\([^)\n]{0,400}\) in (?P<colabfunc><cell line: \d{1,6}>|\w+)\("
 )
 # The code lines under a frame header: CPython indents one statement; IPython numbers several ("----> 5 ...").
 CODE_CALL = lazy(r"(?:^|[\s.=(\[])(?P<name>[A-Za-z_]\w{0,60})\(")
@@ -164,7 +166,7 @@ IPY_CODE = lazy(r"^\s*(?:-*>\s*)?\d{1,6}\s(?P<code>.*)$")
 
 def frame_func(m: regex.Match[str]) -> str:
     """The function name of a FRAME match, whichever traceback style it came from."""
-    return m["func"] or m["ipyfunc"] or m["cellfunc"] or m["ipy8func"] or m["pytestfunc"] or "<module>"
+    return m["func"] or m["ipyfunc"] or m["cellfunc"] or m["ipy8func"] or m["pytestfunc"] or m["colabfunc"] or "<module>"
 
 
 PHASE_FRAMES: dict[str, frozenset[str]] = {
@@ -881,7 +883,7 @@ _PHASE_SUBSTRINGS = (("save", ("save_checkpoint", "save_model")), ("eval", ("eva
                      ("generate", ("generate",)), ("train", ("train_", "training", "_train")))
 # The label of a bar that walks something other than training steps: data, an evaluation, a conversion.
 _NON_TRAIN_LABEL = (
-    r"(?:Loading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
+    r"(?:[Ll]oading|Map|Downloading|Fetching|Tokeniz|Filter|Generating|Extracting|Processing|Resolving|Saving|Converting"
     r"|Quantiz|Calibrat"  # post-training quantization walks the layers: not a training step
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test"
     r"|Batches(?=:)"  # sentence-transformers' encode(): embedding a corpus, not training
@@ -906,7 +908,7 @@ NON_TRAIN_BAR = lazy(
 )
 # A literal every form of NON_TRAIN_BAR holds (a bar line holding none is not searched: ~0.5 us against ~10).
 NON_TRAIN_NEEDS = Literals((
-    "Loading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
+    "oading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
     "Resolving", "Saving", "Converting", "Quantiz", "Calibrat", "Capturing", "Computing", "Packing", "Running tokenizer",
     "Evaluating", "Validat", "Predict", "Test", "Batches", "mAP50-95)", "data", "files", "shards", "Scanning ",
     "valid_loss=", "examples/s]", "ba/s]", "epoch/s", "s/epoch", "epochs/s",
