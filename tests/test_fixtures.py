@@ -226,9 +226,6 @@ KNOWN_GAPS = {
     "p213-fluxtext-rank4-ocr-loss-conv-process-clause.log": "held-out, scored only: phase: frames inside the "
                                                             "project's loss package (an OCR loss's encoder) are not "
                                                             "read as training",
-    "p217-sglang-compose-2x4090-gemma3-12b-kv-pool-init.log": "held-out, scored only: figures: a message cut inside "
-                                                              "its allocated clause ('... 22.67 GiB is a') loses "
-                                                              "the whole figure printed before the cut",
     "p218-maniptrans-v100-test-mode-retyped-two-lines.log": "figures: a message retyped in a shortened form of its "
                                                             "own ('(GPU 0; 31.74 GiB total; 30.31 GiB allocated; "
                                                             "10.06 MiB free)') keeps only the request",
@@ -277,10 +274,6 @@ KNOWN_GAPS = {
                                                                  "failure and the next allocation's raised one "
                                                                  "(same UR text) are read as one event; ComfyUI's "
                                                                  "weight-loading frames are not read as init",
-    "p286-secondme-8gb-checkpoint-backward-unindented-placeholder-twice.log": "figures: a message cut inside its "
-                                                                              "allocated clause ('... 6.93 GiB is "
-                                                                              "alloca') loses the figure printed "
-                                                                              "before the cut (p217's gap, in dev)",
     "p292-mlcllm-phi2-params-shard-tvm-cuda-oom.log": "held-out, scored only: detect: TVM's check failure "
                                                       "'... is false: CUDA: out of memory' inside a ValueError "
                                                       "is not found",
@@ -292,8 +285,6 @@ KNOWN_GAPS = {
                                                              "[pid]' relay prefix are not read as init",
     "p299-sam2-colab-init-state-1581-frames.log": "phase: SAM 2's predictor set-up (init_state, load_video_frames "
     "moving the frames to the GPU) names no phase we read",
-    "p303-4dgs-backward-rasterizer-cut-allocated.log": "figures: a 1.x message cut inside its allocated clause "
-    "('20.68 GiB already allocate') loses that figure",
     "p308-dynamicrafter-comfy-hyvideo-vae-encode-async.log": "phase: a ComfyUI node's "
     "VAE encode after 'got prompt' and 'Exception during processing' is not read as generation",
     "p310-uctransnet-train-epoch-lines-cut-total.log": "held-out, scored only: figures: a 1.x message cut "

@@ -588,6 +588,23 @@ def test_a_2_1_message_cut_right_after_its_allocated_figure():
     assert (e.allocated_bytes, e.process_in_use_bytes, e.reserved_bytes) == (b("13.03", 3), b("13.70", 3), None)
 
 
+@pytest.mark.parametrize("cut", ["is a", "is alloca", "is allocated by PyTo"])
+def test_a_2_1_message_cut_inside_its_allocated_clause_keeps_the_figure_before_the_cut(cut):
+    (e,) = parse_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 28.00 MiB. GPU 1 has a total "
+                      "capacity of 8.00 GiB of which 0 bytes is free. Of the allocated memory 6.93 GiB " + cut + "\n").events
+    assert (e.total_bytes, e.allocated_bytes) == (8 * GIB, b("6.93", 3))
+    # a cut inside the number itself keeps none of it: "6.9" is not the figure
+    (e,) = parse_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 28.00 MiB. GPU 1 has a total "
+                      "capacity of 8.00 GiB of which 0 bytes is free. Of the allocated memory 6.9\n").events
+    assert (e.total_bytes, e.allocated_bytes) == (8 * GIB, None)
+
+
+def test_a_1_x_message_cut_inside_its_allocated_clause_keeps_the_figure_before_the_cut():
+    (e,) = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 21.99 GiB total capacity; "
+                      "20.68 GiB already allocate\n").events
+    assert (e.total_bytes, e.allocated_bytes, e.free_bytes) == (b("21.99", 3), b("20.68", 3), None)
+
+
 def test_a_glog_record_header_starts_a_new_failure_not_the_rest_of_the_last():
     log = ("2019-06-14 11:50:14.027064: E tensorflow/stream_executor/cuda/cuda_blas.cc:510] failed to create cublas "
            "handle: CUBLAS_STATUS_ALLOC_FAILED\n"

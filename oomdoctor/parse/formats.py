@@ -70,15 +70,15 @@ CACHING_2_1 = lazy(
 PROCESS_CLAUSE = lazy(
     r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory in use"
 )
-# A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, the allocated figure,
-# and the reserved-but-unallocated one once " is" follows it (a cut inside the number would misread it: "217.2").
+# A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, and the allocated and
+# reserved-but-unallocated figures once " is" follows each (a cut inside the number would misread it: "217.2").
 _FIGURES_2_1_CUT = (
     r"has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") ?is free)?"
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
-    + r" memory in use\.\s?){1,64}))?"
-    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is allocated by PyTorch"
+    + r" memory in use\.\s?){0,64}))?"  # none where NVML is missing
+    r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is\b(?: allocated by PyTorch"
     r"(?:,\s(?:with " + SIZE + r" allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
-    r"and (?P<unallocated>" + SIZE + r") is\b)?)?"
+    r"and (?P<unallocated>" + SIZE + r") is\b)?)?)?"
 )
 # Any caching-allocator message whose full form did not match (truncated at a NUL device index, cut by a
 # log collector, an unknown future era): the request is still known.
@@ -86,8 +86,8 @@ CACHING_ANY = lazy(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
     r"(?:\.? ?\(?(?:GPU|MLU) (?P<gpu>\d{1,6})(?!\d)"
     # whatever figures came before the cut, in either era's wording
-    r"(?:;\s?(?P<total>" + SIZE + r") total ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already allocated"
-    r"(?:;\s?(?P<free>" + SIZE + r") free)?)?"
+    r"(?:;\s?(?P<total>" + SIZE + r") total ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already\b(?: allocated"
+    r"(?:;\s?(?P<free>" + SIZE + r") free)?)?)?"  # a figure is whole once the word after it begins
     r"| " + _FIGURES_2_1_CUT + r")?)?"
 )
 # A 2.1+ message whose head a paste cut off and whose tail is cut too: "Tried to allocate 4.00 GiB. GPU 2 has a total
