@@ -277,9 +277,6 @@ KNOWN_GAPS = {
     "p292-mlcllm-phi2-params-shard-tvm-cuda-oom.log": "held-out, scored only: detect: TVM's check failure "
                                                       "'... is false: CUDA: out of memory' inside a ValueError "
                                                       "is not found",
-    "p293-ocrflux-vllm-kv-cache-alloc-three-cotenants.log": "phase: vLLM's cache engine allocating the KV cache in "
-                                                            "its __init__ (_allocate_kv_cache) at engine start is "
-                                                            "not read as init",
     "p298-jan-llamacpp-router-default-context-kv-36gib.log": "phase: llama.cpp's load_model and llama_init_from_model "
                                                              "lines behind Jan's 'INFO [llamacpp-router stdout] "
                                                              "[pid]' relay prefix are not read as init",

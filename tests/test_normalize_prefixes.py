@@ -16,7 +16,8 @@ _LOG = regex.compile("^" + LOG_PREFIX_RE, regex.VERBOSE)
 PREFIXES = ["[rank3]: ", "[rank12]:", "rank4: ", "[1,3]<stderr>: ", "3: ", "2024-01-01 12:00:00,123 ", "[INFO] ",
             "INFO - ", "ERROR:root:", "[logging.py:96:log_dist] ", "vllm-1  | ", "worker-1: ", "[default2]:", "1:",
             "E0101 12:00:00.123456 1234 f.cc:12] ", "Nov 28 12:00:01 gpu-node-3 python[12345]: ", "12:00:01.123 ",
-            "[12:00:00] ", "- ERROR - mod - ", "2024-05-01T12:00:01.1234567Z ", "05/01/2024 12:00:01 - INFO - __main__ - "]
+            "[12:00:00] ", "- ERROR - mod - ", "2024-05-01T12:00:01.1234567Z ", "05/01/2024 12:00:01 - INFO - __main__ - ",
+            "ERROR 07-30 18:15:55 [core.py:1142] ", "INFO 07-30 18:15:55 engine.py:400] "]
 
 
 def one_at_a_time(text: str) -> tuple[int | None, str]:
@@ -49,6 +50,9 @@ def test_stacked_prefixes_are_all_taken_and_the_first_rank_kept():
     assert strip_prefixes("2024-01-01 12:00:00 rank5: [rank7]: loss 1.0") == (5, "loss 1.0")
     assert strip_prefixes("{'loss': 0.5}") == (None, "{'loss': 0.5}")
     assert strip_prefixes("1: 2: 3: 4: 5: 6: 7: x") == (1, "7: x")  # PREFIX_DEPTH deep at most
+    # vLLM's logger, bracketed since 0.7: a traceback under it keeps its indentation, so its frames read
+    assert strip_prefixes('ERROR 07-30 18:15:55 [engine.py:400]   File "cache_engine.py", line 69, in __init__') == (
+        None, '  File "cache_engine.py", line 69, in __init__')
 
 
 @pytest.mark.parametrize("chunk", range(4))

@@ -38,6 +38,8 @@ LOG_PREFIX_RE = (
       | \d\d:\d\d:\d\d[.,]\d{1,6}(?!\d)\s*                                       # a collector's 16:49:33.632
 
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w./-]+:\d+\]\s?              # glog: E0101 12:00:00.123456 1234 f.cc:12]
+      | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s\[?[\w.-]{1,80}\.py:\d{1,6}\]\s?
+                                                          # vLLM: ERROR 07-30 18:15:55 [engine.py:400] (or engine.py:400])
       | \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)(?:\|[\w./-]+:\d+)?\]\s*(?:\d{4}-\d\d-\d\d\s[\d:,.]+\s*>>\s?)?
                                                                               # [INFO|trainer.py:12] … >>
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[|:]\s*(?:[\w.<>]+:)?(?:[\w.<>]+:\d+\s-\s)?   # ERROR:root: / loguru
