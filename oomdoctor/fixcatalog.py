@@ -247,7 +247,8 @@ def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
         "megatron_args": {"--seq-length": new},
         "vllm_args": {"max_model_len": new},
         "serving_engine": {"text-generation-inference": f"--max-input-tokens <shorter> --max-total-tokens {new}",
-                           "sglang": f"--context-length {new}", "lmdeploy": f"--session-len {new}"},
+                           "sglang": f"--context-length {new}", "lmdeploy": f"--session-len {new}",
+                           "llama.cpp": f"-c {new} (--ctx-size; Ollama: num_ctx)"},
         # an image or video model's "length" is its pixels (and frames)
         "diffusers": {"pipe(height=, width=)": "<lower>", "pipe(num_frames=)": "<fewer>"},
         "comfyui": "a lower width/height (or fewer frames) on the latent node; tiled VAE decode for large images",
@@ -403,7 +404,9 @@ def _cache_budget(d: Derived) -> tuple[Changes, str | None]:
         "serving_engine": {"lmdeploy": "--cache-max-entry-count 0.5 --session-len <shorter>",
                            "text-generation-inference": "--cuda-memory-fraction 0.8 --max-batch-prefill-tokens <fewer> "
                                                         "--max-total-tokens <fewer>",
-                           "sglang": "--mem-fraction-static 0.7 --context-length <shorter>"},
+                           "sglang": "--mem-fraction-static 0.7 --context-length <shorter>",
+                           # llama.cpp sizes its KV cache for the whole context of every parallel slot
+                           "llama.cpp": "-c <shorter> --parallel <fewer> (Ollama: num_ctx, OLLAMA_NUM_PARALLEL)"},
     }, "the engine reserves less of the GPU for weights + KV cache, leaving room for the rest"
 
 
@@ -430,7 +433,9 @@ def _quantize(d: Derived) -> tuple[Changes, str | None]:
         "vllm_args": {"quantization": "awq  # with the model's AWQ release (or gptq, or fp8 on Hopper/Ada)"},
         "serving_engine": {"text-generation-inference": "--quantize bitsandbytes-nf4 (or awq/gptq with such a release)",
                            "sglang": "--quantization fp8 (or awq/gptq with such a release)",
-                           "lmdeploy": "--model-format awq (with an AWQ release)"},
+                           "lmdeploy": "--model-format awq (with an AWQ release)",
+                           "llama.cpp": "a smaller GGUF quant of the model (Q4_K_M rather than Q8_0), or -ngl <fewer> "
+                                        "layers on the GPU"},
     }, "weights take a quarter of their 16-bit size in 4-bit, half in 8-bit"
 
 
@@ -587,18 +592,20 @@ def _loading(d: Derived) -> bool:
     return _v(d, "phase") == "init" and _v(d, "kind") != "host_oom" and _v(d, "host_device") is not True
 
 
-def _at_init(fix_ids: Sequence[str]) -> list[str]:
-    """Activation fixes swapped for what shrinks the weights and states on the device, where they were."""
+def _at_init(fix_ids: Sequence[str], d: Derived) -> list[str]:
+    """Activation fixes swapped for what shrinks the weights and states on the device, where they were. A KV cache
+    allocated at start-up is sized by the context length: a shorter one shrinks it there too."""
+    kept = ("shorter-max-seq",) if _v(d, "operation") == "kv_cache" else ()
     out: list[str] = []
     for f in fix_ids:
-        out.extend(INIT_SUBSTITUTES if f in ACTIVATION_FIXES else (f,))
+        out.extend(INIT_SUBSTITUTES if f in ACTIVATION_FIXES and f not in kept else (f,))
     return out
 
 
 def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
     """The rule's fix ids fitted to the run: what is already on, or does not apply, left out; substitutes in."""
     out: list[str] = []
-    for f in _at_init(fix_ids) if _loading(d) else fix_ids:
+    for f in _at_init(fix_ids, d) if _loading(d) else fix_ids:
         if f in ALREADY_APPLIED and ALREADY_APPLIED[f](d):
             continue
         if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:

@@ -1745,3 +1745,18 @@ def test_an_evaluation_loop_s_start_line_counts_anywhere_in_the_log_not_only_as_
            "79.15 GiB of which 1.00 GiB is free.\n")
     assert one("Starting evaluation run\n" + msg).phase == "eval"
     assert one("loading the data\nStarting evaluation run\n" + msg).phase == "eval"
+
+
+def test_llama_cpp_under_its_own_logger_one_failure_its_kv_cache_and_its_stack():
+    from oomdoctor.parse import parse_text
+
+    log = ("0.00.116.142 I srv  load_model: loading model '/models/m.gguf'\n"
+           "0.01.047.215 E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 36864.00 MiB on device 0: cudaMalloc "
+           "failed: out of memory\n"
+           "0.01.047.220 E alloc_tensor_range: failed to allocate CUDA0 buffer of size 38654705664\n"
+           "0.01.048.446 E llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache\n")
+    result = parse_text(log)
+    (e,) = result.events  # the buffer's own line is the same failure, a record of its own
+    assert (e.line, e.end_line, e.requested_bytes, e.gpu_index, e.phase, e.operation) == (
+        2, 2, 36864 * 2**20, 0, "init", "kv_cache")
+    assert "serving_engine" in result.runs[0].config["stacks"].value

@@ -254,3 +254,15 @@ def test_more_gpus_for_a_run_that_only_infers_splits_its_model_not_its_ranks():
     fix = build_fix("more-gpus", run(inference_only=True))
     assert 'device_map="auto"' in fix.changes["loading"] and "torchrun" not in str(fix.changes)
     assert "torchrun" in build_fix("more-gpus", run(inference_only=False, world_size=4)).changes["shell"]
+
+
+def test_a_kv_cache_sized_at_start_up_keeps_the_shorter_context_and_llama_cpp_gets_its_flags():
+    at_init = run(phase="init", kind="cuda_error", inference_only=True, stack_serving_engine=True)
+    # at start-up activation fixes give way to what shrinks the weights ...
+    assert "shorter-max-seq" not in fitted(["lower-gpu-memory-utilization", "shorter-max-seq"], at_init)
+    # ... but a KV cache allocated there is sized by the context: a shorter one shrinks it
+    kv = run(phase="init", kind="cuda_error", inference_only=True, stack_serving_engine=True, operation="kv_cache")
+    assert fitted(["lower-gpu-memory-utilization", "shorter-max-seq"], kv) == ["lower-gpu-memory-utilization",
+                                                                               "shorter-max-seq"]
+    assert build_fix("shorter-max-seq", kv).changes["serving_engine"]["llama.cpp"].startswith("-c ")
+    assert "--parallel" in build_fix("lower-gpu-memory-utilization", kv).changes["serving_engine"]["llama.cpp"]

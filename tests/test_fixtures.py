@@ -277,9 +277,6 @@ KNOWN_GAPS = {
     "p292-mlcllm-phi2-params-shard-tvm-cuda-oom.log": "held-out, scored only: detect: TVM's check failure "
                                                       "'... is false: CUDA: out of memory' inside a ValueError "
                                                       "is not found",
-    "p298-jan-llamacpp-router-default-context-kv-36gib.log": "phase: llama.cpp's load_model and llama_init_from_model "
-                                                             "lines behind Jan's 'INFO [llamacpp-router stdout] "
-                                                             "[pid]' relay prefix are not read as init",
     "p299-sam2-colab-init-state-1581-frames.log": "phase: SAM 2's predictor set-up (init_state, load_video_frames "
     "moving the frames to the GPU) names no phase we read",
     "p308-dynamicrafter-comfy-hyvideo-vae-encode-async.log": "phase: a ComfyUI node's "

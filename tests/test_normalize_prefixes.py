@@ -17,7 +17,8 @@ PREFIXES = ["[rank3]: ", "[rank12]:", "rank4: ", "[1,3]<stderr>: ", "3: ", "2024
             "INFO - ", "ERROR:root:", "[logging.py:96:log_dist] ", "vllm-1  | ", "worker-1: ", "[default2]:", "1:",
             "E0101 12:00:00.123456 1234 f.cc:12] ", "Nov 28 12:00:01 gpu-node-3 python[12345]: ", "12:00:01.123 ",
             "[12:00:00] ", "- ERROR - mod - ", "2024-05-01T12:00:01.1234567Z ", "05/01/2024 12:00:01 - INFO - __main__ - ",
-            "ERROR 07-30 18:15:55 [core.py:1142] ", "INFO 07-30 18:15:55 engine.py:400] "]
+            "ERROR 07-30 18:15:55 [core.py:1142] ", "INFO 07-30 18:15:55 engine.py:400] ", "0.01.047.215 E ",
+            "INFO [llamacpp-router stdout] [45979] "]
 
 
 def one_at_a_time(text: str) -> tuple[int | None, str]:
@@ -53,6 +54,9 @@ def test_stacked_prefixes_are_all_taken_and_the_first_rank_kept():
     # vLLM's logger, bracketed since 0.7: a traceback under it keeps its indentation, so its frames read
     assert strip_prefixes('ERROR 07-30 18:15:55 [engine.py:400]   File "cache_engine.py", line 69, in __init__') == (
         None, '  File "cache_engine.py", line 69, in __init__')
+    # llama.cpp's own timestamp and level, relayed by a supervisor that names the child's stream (Jan)
+    assert strip_prefixes("INFO [llamacpp-router stdout] [45979] 0.00.116.142 I srv  load_model: loading model") == (
+        None, "srv  load_model: loading model")
 
 
 @pytest.mark.parametrize("chunk", range(4))

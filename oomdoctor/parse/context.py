@@ -934,7 +934,8 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
                    # CUDA start-up ("ggml_init_cublas: found 2 CUDA devices:", later "ggml_cuda_init: ...") and the
                    # first line llama.cpp's main printed ("main: build = 1233 (98311c4)")
                    r"|^(?:llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors|llama_kv_cache_init"
-                   r"|ggml_init_cublas|ggml_cuda_init):|^main: build = \d")
+                   r"|ggml_init_cublas|ggml_cuda_init):|^main: build = \d"
+                   r"|\bload_model: loading model\b")  # llama-server: "srv    load_model: loading model '<path>'"
 
 
 # pytest's long traceback separates its frames with "_ _ _ _ ..." lines and has no "Traceback" header.
@@ -1073,6 +1074,21 @@ ATTENTION_STATEMENT = lazy(
     r"|\battn_weights\s?=|\battention_scores\s?=|\bscores\s?=\s?torch\.(?:matmul|bmm)"
 )
 ATTENTION_FUNCS = lazy(r"(?:^|_)(?:attn|attention)(?:_|$)|^_?(?:eager|sdpa|math)_attention|^_scaled_dot_product", regex.I)
+
+
+# llama.cpp says what a failed buffer was for on the lines after its allocation error: "llama_init_from_model: failed
+# to initialize the context: failed to allocate buffer for kv cache" (2025), "llama_kv_cache_init: failed to allocate
+# buffer for kv cache" and "llama_new_context_with_model: llama_kv_cache_init() failed for self-attention cache" (2023-24).
+KV_NAMED_AFTER = lazy(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed")
+KV_NAMED_AFTER_LINES = 4
+
+
+def kv_cache_named_after(lines: Sequence[Line], end: int, rank: int | None) -> Line | None:
+    """The line just after a failure that names the buffer it was allocating the KV cache, when a C++ engine says so."""
+    for ln in lines[end + 1 : end + 1 + KV_NAMED_AFTER_LINES]:
+        if _same_rank(ln, rank) and "kv" in ln.text and KV_NAMED_AFTER.search(ln.text):
+            return ln
+    return None
 
 
 TORCHSCRIPT_HERE = lazy(r"^\s*~{1,400}\s{0,4}<--- HERE\s*$")
@@ -1560,9 +1576,12 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "torchtitan": lazy(r"torchtitan"),
     "megatron": lazy(r"megatron", regex.I),
     "vllm": lazy(r"\bvllm\b|^\((?:" + _VLLM_ENGINE + r"|APIServer) pid=\d", regex.I),
-    # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer.
+    # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer,
+    # llama.cpp and what runs it (llama-server, Ollama): its context set-up lines, its server, its CUDA start-up
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
-                           r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer", regex.I),
+                           r"|\bsglang\b|tensorrt_llm|TensorRT-LLM|FasterTransformer"
+                           r"|\bllama_(?:new_context_with_model|init_from_model|model_load|kv_cache_init)\b|\bllama-server\b"
+                           r"|\bllm_load_tensors\b|\bggml_(?:cuda_init|init_cublas)\b|\bollama\b", regex.I),
     # Image and video diffusion: diffusers pipelines, ComfyUI (its comfy package, nodes and panels), the web UIs
     "diffusion": lazy(r"\bdiffusers[/.]|DiffusionPipeline|StableDiffusion\w{0,24}Pipeline|\bcomfy[/.\\]|ComfyUI"
                       r"|\bKSampler\b|stable-diffusion-webui|\bsd_samplers|modules[/\\](?:txt2img|img2img)\.py|\bFooocus\b|\binvokeai\b"),
@@ -1597,7 +1616,8 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "torchtitan": ("torchtitan",),
     "megatron": ("megatron",),
     "vllm": ("vllm", "enginecore", "apiserver pid="),
-    "serving_engine": ("lmdeploy", "turbomind", "[tm][", "generation", "sglang", "tensorrt", "fastertransformer"),
+    "serving_engine": ("lmdeploy", "turbomind", "[tm][", "generation", "sglang", "tensorrt", "fastertransformer", "llama_",
+                       "llama-server", "llm_load_tensors", "ggml_", "ollama"),
     "diffusion": ("diffusers", "DiffusionPipeline", "StableDiffusion", "comfy", "ComfyUI", "KSampler",
                   "stable-diffusion-webui", "sd_samplers", "txt2img", "img2img", "Fooocus", "invokeai"),
     "tpu": ("TPU", "libtpu", "memory space hbm", "_HBM", "XRT"),

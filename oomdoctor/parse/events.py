@@ -66,6 +66,20 @@ _NEW_RECORD = lazy(
     # ("E tensorflow/stream_executor/cuda/cuda_blas.cc:510] ...", "F0614 11:50:14.027064  4321 syncedmem.cpp:71] ...")
     r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
 )
+# A program's own logger heads every record with its time and level (and where it logged from), so a line whose
+# stripped prefix was one starts a record of its own, never the rest of the last: vLLM's "ERROR 07-30 18:15:55
+# [engine.py:400] ", llama.cpp's "0.01.047.215 E ". (A collector's prefix - a k8s timestamp, a compose service - is
+# put on every physical line, the rows of a wrapped message too.)
+_LOGGER_HEADER = lazy(r"\d{1,4}\.\d\d\.\d{3}\.\d{3}\s[IWEDT]\s"
+                      r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s\[?[\w.-]{1,80}\.py:\d")
+
+
+def _new_record(line: Line) -> bool:
+    """Whether a line starts a record of its own (see _NEW_RECORD, _LOGGER_HEADER)."""
+    cut = len(line.raw) - len(line.text)
+    return bool(_NEW_RECORD.match(line.text)) or (cut > 0 and _LOGGER_HEADER.search(line.raw, 0, cut) is not None)
+
+
 # A traceback printed after a logged message starts its own record; it is never the rest of a wrapped line.
 _TRACEBACK_START = lazy(r"^\s*(?:Traceback \(most recent call last\)|During handling of|The above exception)")
 _RUN_START = lazy(
@@ -115,14 +129,14 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
         if _COMPLETE.search(text):  # the message is read; the rest of a row a terminal cut goes with it (a cut
             # told by the row before, as wide: the width of one row alone may be the line's own)
             if not (cut and j > i and len(lines[j - 1].raw) == width and len(nxt.raw) <= width
-                    and not _NEW_RECORD.match(nxt.text)):
+                    and not _new_record(nxt)):
                 break
             offsets.append(len(text))
             text += nxt.raw
             j += 1
             continue
         wrapped = prev_raw.endswith(" ") or (cut and (j > i or len(nxt.raw) <= width) and not _LABEL_LINE.match(nxt.text)
-                                             and not _NEW_RECORD.match(nxt.text))
+                                             and not _new_record(nxt))
         if text.endswith("\\"):  # a continuation backslash: the line (even a word) goes on in the next one
             text = text[:-1]
             offsets.append(len(text))
@@ -132,7 +146,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
                 text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB"
             offsets.append(len(text))
             text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
-        elif mode != "rows" and not _NEW_RECORD.match(nxt.text) and (
+        elif mode != "rows" and not _new_record(nxt) and (
                 nxt.rank == first.rank or (nxt.rank is None and lines[j].padded)):
             # (a row that ended in blanks, a wrap at a space an editor padded, goes on without the launcher's prefix)
             text += " "
@@ -570,6 +584,8 @@ class _EventReader:
         if not frames:  # an IDE's exception view: banner, message, then the frames innermost first
             frames = ctx.frames_after_ide_banner(lines, hit.idx, hit.end, rank)
         op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
+        if op is None and (kv := ctx.kv_cache_named_after(lines, hit.end, rank)) is not None:
+            op = ctx.Witness("kv_cache", kv)
         if op:
             evidence["operation"] = ctx._ev(source, op.line)
         phase, phase_ev = self._phase(hit, frames, step, banner_phase, banner_ev, started, evidence["message"])

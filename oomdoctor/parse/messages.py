@@ -295,7 +295,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("PADDLE_GPU_INFO", ("allocating <= available",), P.PADDLE_GPU_INFO, "cuda_oom", lambda m: {
         "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}),
     MessageFormat("GGML_CUDA", ("cudaMalloc failed: out of memory",), P.GGML_CUDA, "cuda_error", lambda m: {
-        "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])}),
+        "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])},
+        same_failure=True),  # its buffer's own line after it, logged as a record of its own, is the same failure
     # after GGML_CUDA, whose message holds this line as its exact size
     MessageFormat("GGML_BUFFER", ("to allocate CUDA",), P.GGML_BUFFER, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]) if m["requested"] else None, "gpu_index": int(m["gpu"])},

@@ -40,6 +40,9 @@ LOG_PREFIX_RE = (
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w./-]+:\d+\]\s?              # glog: E0101 12:00:00.123456 1234 f.cc:12]
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s\[?[\w.-]{1,80}\.py:\d{1,6}\]\s?
                                                           # vLLM: ERROR 07-30 18:15:55 [engine.py:400] (or engine.py:400])
+      | \d{1,4}\.\d\d\.\d{3}\.\d{3}\s[IWEDT]\s                                  # llama.cpp's log: 0.01.047.215 E
+      | (?:INFO|WARNING|WARN|ERROR|DEBUG)\s\[[\w.-]{1,40}\sstd(?:out|err)\]\s(?:\[\d{1,10}\]\s)?
+                                                          # a supervisor relaying a child: INFO [llamacpp-router stdout] [45979]
       | \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)(?:\|[\w./-]+:\d+)?\]\s*(?:\d{4}-\d\d-\d\d\s[\d:,.]+\s*>>\s?)?
                                                                               # [INFO|trainer.py:12] … >>
       | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[|:]\s*(?:[\w.<>]+:)?(?:[\w.<>]+:\d+\s-\s)?   # ERROR:root: / loguru
