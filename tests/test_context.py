@@ -1760,3 +1760,20 @@ def test_llama_cpp_under_its_own_logger_one_failure_its_kv_cache_and_its_stack()
     assert (e.line, e.end_line, e.requested_bytes, e.gpu_index, e.phase, e.operation) == (
         2, 2, 36864 * 2**20, 0, "init", "kv_cache")
     assert "serving_engine" in result.runs[0].config["stacks"].value
+
+
+def test_frames_printed_after_a_logged_message_are_read_with_the_calls_in_their_code_lines():
+    from oomdoctor.parse import parse_text
+
+    logged = ("W tensorflow/core/framework/op_kernel.cc:1152] Resource exhausted: OOM when allocating tensor with "
+              "shape[25088,4096]\n")
+    frames = ('Traceback (most recent call last):\n  File "train_net.py", line 109, in <module>\n    train_net(net)\n'
+              '  File "lib/train.py", line 148, in train_model\n    sess.run({call})\n'
+              '  File "site-packages/tensorflow/python/client/session.py", line 778, in run\n    run_metadata_ptr)\n'
+              "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+              "shape[25088,4096]\n")
+    # TensorFlow 1's initialiser allocates every variable before any step, inside a function named train_model
+    (e,) = parse_text(logged + frames.format(call="tf.global_variables_initializer()")).events
+    assert e.phase == "init"
+    (e,) = parse_text(logged + frames.format(call="[train_op, loss]")).events
+    assert e.phase == "train"

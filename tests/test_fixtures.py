@@ -21,8 +21,6 @@ KNOWN_GAPS = {
     "mix-espresso-fairseq-oom-summary.log": "held-out, scored only: phase: train is only in fairseq's warning wording",
     "p3-lmmr1-kvcache.log": "Ray actors: three processes' CUDA errors read as two; vLLM wake_up not a generate frame",
     "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tracing field on the line after the message is not read",
-    "p27-faststyle-batch.log": "phase: the Python traceback (running `train_step.run(...)`) follows TensorFlow's warning "
-                               "and is cut before its exception line: frames after a message are not its own",
     "p38-tfmodels-mnist-eval.log": "phase: TF Estimator's 'Saving checkpoints' line is read as a save; evaluation followed it "
                                    "(the rules discount a save for TensorFlow)",
     "p48-nerf-testrender.log": "phase: a test render inside train() is named only by a keyword (render_kwargs_test)",
@@ -67,12 +65,10 @@ KNOWN_GAPS = {
     "p22-automodel-batch.log": "held-out, scored only: allocated: an excerpt elided with '...' puts it on its own line, outside the message",
     "p73-parlai-drqa-970m-adamax.log": "held-out, scored only: step: ParlAI's 'updates = 30' lines are not read as steps",
     "p75-3dgs-simpleknn-badalloc-v100.log": "held-out, scored only: phase: a CUDA extension's distCUDA2 call at scene set-up is not init",
-    "p70-tftts-tacotron2-eval-decode.log": "held-out, scored only: phase: an '[eval]: 0it' bar glued to the message's end is not read",
     "p70-zipvoice-hindi-h100-softmax.log": "held-out, scored only: step/phase: icefall's 'Epoch 1, batch N, global_batch_idx: M' is not a step",
     "p72-ccnet-backward-after-snapshot.log": "held-out, scored only: step: 'iter = 0 of 60000 completed' is not read as a step",
     "p63-svdxtend-1280x720-h100-ddp-silu.log": "held-out, scored only: step/phase: a 'Steps: 0%' bar glued before 'Traceback' is not read",
     "p64-alphafold-bfc-longseq.log": "held-out, scored only: line: the BFC allocator line and XLA's report are read as one event at the second",
-    "p64-flax-dalle-tpu-reserve.log": "held-out, scored only: detect: the TPU's 'Attempting to reserve ... at the bottom of memory' is not an OOM yet",
     "p47-mlxexamples-capacity.log": "held-out, scored only: detect: MLX's '[malloc_or_wait] Unable to allocate' abort is not read as an OOM",
     "p23-fastai-lrfind-batch.log": "held-out, scored only: phase: fastai's lr_find (training steps) is not a train frame",
     "p28-jetson-inference-hostoom.log": "held-out, scored only: detect: a MemoryError named inside a PicklingError is not read as an OOM",
@@ -266,8 +262,6 @@ KNOWN_GAPS = {
     "p236-rllm-verl-32b-32k-update-policy-cumem-process.log": "held-out, scored only: figures: the only process "
                                                               "clause (all the used memory, 7.5 GiB above the "
                                                               "reserve) is kept as another process",
-    "p314-tffrcnn-tf1-stats-initializer-fc6.log": "phase: a TF1 traceback through "
-                                                  "Session.run(tf.global_variables_initializer()) is read as training",
     "p323-cntk-cublas-failure-3-gpu0-blockquote.log": "held-out, scored only: gpu_index: CNTK's 'GPU=0' after its "
                                                       "cuBLAS failure is not read",
     "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "
@@ -279,8 +273,6 @@ KNOWN_GAPS = {
                                                       "is not found",
     "p299-sam2-colab-init-state-1581-frames.log": "phase: SAM 2's predictor set-up (init_state, load_video_frames "
     "moving the frames to the GPU) names no phase we read",
-    "p308-dynamicrafter-comfy-hyvideo-vae-encode-async.log": "phase: a ComfyUI node's "
-    "VAE encode after 'got prompt' and 'Exception during processing' is not read as generation",
     "p310-uctransnet-train-epoch-lines-cut-total.log": "held-out, scored only: figures: a 1.x message cut "
     "after its total ('12.00 GiB total') loses the total",
     "p311-meshsplatting-iter-25000-eval-backward-cut.log": "held-out, scored only: step: a 3DGS-style "

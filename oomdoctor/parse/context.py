@@ -209,6 +209,9 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "load_model", "_load_state_dict_into_meta_model", "build_model", "get_model", "create_model",
         "_configure_optimizer", "_configure_zero_optimizer", "_configure_basic_optimizer", "setup_model_and_optimizer",
         "init_weights", "_init_weights", "from_config", "model_init", "initialize_optimizer_states",
+        # TensorFlow 1's initialisers run in a session (see TF1_INIT_RUN)
+        "global_variables_initializer", "initialize_all_variables", "local_variables_initializer",
+        "variables_initializer",
         # peft readying a (quantized) base for adapters: its names say "training", but no step has run
         "prepare_model_for_kbit_training", "prepare_model_for_int8_training", "prepare_model_for_training",
         "setup", "_setup", "setup_model", "setup_data",  # pycaret's setup(), Lightning's setup hooks: before any step
@@ -836,8 +839,8 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
             break
         ipy = IPY_CODE.match(text)
         code = ipy["code"] if ipy else text
-        if ".run(" in code and (m := TF1_TRAIN_RUN.search(code)):
-            out.append((m["op"], ln))  # TensorFlow 1 running its training op: the step itself
+        if ".run(" in code and (m := TF1_TRAIN_RUN.search(code) or TF1_INIT_RUN.search(code)):
+            out.append((m["op"], ln))  # TensorFlow 1 running its training op (the step itself) or its initialiser
         for m in CODE_CALL.finditer(code):
             phases = _phase_of_name(m["name"])
             if phases and phases[0] in (*STRONG_PHASES, "train") and m["name"] != callee:
@@ -851,6 +854,9 @@ CODE_LINES_PER_FRAME = 8
 # A TensorFlow 1 session running the training op (`train_step.run(feed_dict=...)`, `sess.run([train_op, loss], ...)`):
 # the op's name is the only sign of the phase the traceback gives (its frames are the script's main and ops.py's run).
 TF1_TRAIN_RUN = lazy(r"\b(?P<op>train_(?:op|step))\.run\(|\.run\(\s{0,4}\[?\s{0,4}(?:self\.)?(?P<op>train_(?:op|step))\b")
+# ... or the variables' initialiser: sess.run(tf.global_variables_initializer()) allocates every variable, before any step
+TF1_INIT_RUN = lazy(r"\.run\(\s{0,4}(?:tf\.)?(?:compat\.v1\.)?(?P<op>global_variables_initializer|initialize_all_variables"
+                    r"|local_variables_initializer|variables_initializer)\(")
 
 
 def _callee_in_model_forward(lines: Sequence[Line], i: int) -> str | None:
@@ -959,12 +965,14 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
             return []
         if _same_rank(ln, rank) and ("Traceback (most recent call last)" in ln.text or PYTEST_SEPARATOR.match(ln.text)):
             out: list[tuple[str, Line]] = []
-            for nxt in lines[i + 1 : i + 600]:
+            for j in range(i + 1, min(len(lines), i + 600)):
+                nxt = lines[j]
                 if not _same_rank(nxt, rank):
                     continue
                 m = FRAME.match(nxt.text)
-                if m:
+                if m:  # each frame followed by the calls in its code line, as frames_before reads them
                     out.append((frame_func(m), nxt))
+                    out.extend(_calls_under(lines, j, rank))
                 elif regex.match(r"^\w[\w.]*(?:Error|Exception)\b", nxt.text):
                     return [] if another_exception(nxt.text) else out
             return out
