@@ -1777,3 +1777,20 @@ def test_frames_printed_after_a_logged_message_are_read_with_the_calls_in_their_
     assert e.phase == "init"
     (e,) = parse_text(logged + frames.format(call="[train_op, loss]")).events
     assert e.phase == "train"
+
+
+def test_a_server_ready_for_requests_fails_serving_them_unless_training_went_on():
+    from oomdoctor.parse import parse_text
+
+    load = "Loading model...\n100%|##########| 88/88 [00:03<00:00, 20.72it/s]\nModel loaded.\n"
+    for ready in ("Serving on http://0.0.0.0:1234.", "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+                  "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+                  "Running on local URL:  http://127.0.0.1:7860"):
+        (e,) = parse_text(load + ready + "\n" + MSG).events
+        assert (e.phase, e.step) == ("generate", None), ready  # the bar before it loaded the model
+    # a training GUI serves its page, then trains: its steps after the ready line say training
+    train = "".join(f"steps:  {k}%|#| {k}/100 [00:0{k % 10}<00:10, 1.0it/s, loss=0.1]\n" for k in (1, 2, 3))
+    (e,) = parse_text(load + "Running on local URL:  http://127.0.0.1:7860\n" + train + MSG).events
+    assert (e.phase, e.step) == ("train", 3)
+    (e,) = parse_text(load + MSG).events
+    assert e.phase != "generate"

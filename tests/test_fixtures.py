@@ -242,9 +242,6 @@ KNOWN_GAPS = {
                                                           "Solver::Test under Solver::TestAll is not read as eval",
     "p266-srgan-val-bar-glued-thcudacheck.log": "held-out, scored only: step: a validation bar's image count "
                                                 "(5/176), the OOM glued to it, is read as the training step",
-    "p227-mistralrs-3090-serving-driver-error-glued-bars.log": "phase: a Rust panic after 'Model loaded.' and "
-                                                               "'Serving on ...' is read as init from the earlier "
-                                                               "'Loading model' line",
     "p228-thunder-litgpt-bench-fsdp-ckpt-regression-short.log": "phase: a torchrun command line of a training "
                                                                 "benchmark (--checkpoint_activations, fsdp) is not "
                                                                 "read as training",

@@ -267,6 +267,7 @@ class Gates:
         self.save, self.init = has("aving", "Summoning"), whole is None or may_be_init_banner(whole)
         self.train = whole is None or may_be_train_banner(whole)
         self.ended = has("Epoch(", "Iter(")
+        self.serving = whole is None or may_be_serving_banner(whole)
 
 
 EVERY_TEST = Gates()
@@ -355,6 +356,11 @@ def is_eval_banner(text: str) -> bool:
 def may_be_train_banner(text: str) -> bool:
     """False when TRAIN_BANNER cannot match: each of its forms holds one of these literals."""
     return "raining" in text or "Epoch " in text or "Solving " in text
+
+
+def may_be_serving_banner(text: str) -> bool:
+    """False when SERVING_BANNER cannot match: each of its forms holds one of these literals."""
+    return "http" in text or "istening on" in text or "ready to roll" in text or "startup complete" in text
 
 
 def may_be_init_banner(text: str) -> bool:
@@ -549,6 +555,8 @@ def _banner_kind(text: str, has_step: bool, eval_banner: bool | None = None, gat
         return "init"
     if gates.train and may_be_train_banner(text) and TRAIN_BANNER.search(text):
         return "train"
+    if gates.serving and may_be_serving_banner(text) and SERVING_BANNER.search(text):
+        return "generate"
     if gates.ended and ("Epoch(" in text or "Iter(" in text) and LOOP_ENDED.search(text):
         return "ended"
     return None
@@ -586,9 +594,12 @@ def step_and_banner(markers: Markers, idx: int, rank: int | None, source: str) -
         for s in reversed(steps[lo:hi]):  # the latest training step after the banner: training went on
             if not s.bar or (train_total is not None and s.total == train_total) or (
                     banner.kind == "init" and _labelled_bar(lines[s.idx].text)) or (
+                    banner.kind == "generate" and _training_bar(lines[s.idx].text)) or (
                     s.total is None and LIGHTNING_OPEN.match(lines[s.idx].text)):  # Lightning's epoch bar, no total
                 return Progress(Value(value=s.n, evidence=_ev(source, lines[s.idx])), None, None, None)
         bar = steps[hi - 1] if banner.kind == "init" and hi > lo else None  # every step there is an unlabelled bar
+        if banner.kind == "generate":
+            step = None  # a server's bars before it was ready loaded its model: no training step
         return Progress(step, banner.kind, _ev(source, lines[banner.idx]), None,
                         Value(value=bar.n, evidence=_ev(source, lines[bar.idx])) if bar else None)
     if started is not None:
@@ -745,6 +756,16 @@ def _labelled_bar(text: str) -> bool:
     that set-up's own progress."""
     m = TQDM.search(text)
     return m is not None and bool(text[: m.start()].strip())
+
+
+_TRAINING_LABEL = lazy(r"(?i)\b(?:train\w{0,8}|steps?|epochs?|iter\w{0,8})\b")
+
+
+def _training_bar(text: str) -> bool:
+    """A bar whose label names a training loop ("steps:  3%|", "Epoch 2:  40%|"); a server's sampling bars and its
+    "Total progress" are not."""
+    m = TQDM.search(text)
+    return m is not None and bool(_TRAINING_LABEL.search(text, 0, m.start()))
 
 
 # A line a poster put in place of what they cut ("...", "[...]", "…"): what came before it is not what the run
@@ -923,6 +944,12 @@ NON_TRAIN_NEEDS = Literals((
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
 MESSAGE_SAVE = lazy(r"state_dict\(\) call|\b[Ss]aving (?:the )?(?:model|checkpoint)\b|\bsave_?(?:model|checkpoint)\b"
                     r"|\b[Ee]xport(?:ing)? (?:the )?(?:model|checkpoint)\b|\b[Ee]xport error\b")  # writing the model out
+# A server saying it is ready for requests: what fails after it (and before any other marker) is serving a request.
+# vLLM/TGI behind Uvicorn, SGLang, llama.cpp's server, mistral.rs, Ollama, a Gradio app (web UIs), ComfyUI.
+SERVING_BANNER = lazy(r"Uvicorn running on https?://|Application startup complete\.|The server is fired up and ready to roll"
+                      r"|server is listening on https?://|HTTP server listening|^Serving on https?://"
+                      r"|^Listening on (?:\[[\da-f:]{2,40}\]|[\w.-]{1,64}):\d{2,5}\b|Running on local URL:\s{0,4}https?://"
+                      r"|To see the GUI go to: https?://")
 INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|loading weights"
                    # a script's own loading line: "Load pretraining parameters from ...", "-- loading /models/..."
                    r"|^[-=>*#\s]{0,6}[Ll]oad(?:ing)? (?:the )?(?:pre-?train(?:ed|ing) )?(?:model|parameters|params|weights"
