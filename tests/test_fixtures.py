@@ -274,6 +274,10 @@ KNOWN_GAPS = {
     "after its total ('12.00 GiB total') loses the total",
     "p311-meshsplatting-iter-25000-eval-backward-cut.log": "held-out, scored only: step: a 3DGS-style "
     "'[ITER 25000] Evaluating train: ...' report is not read as the step",
+    "p330-whisperjax-bfc-5kib-glued-requested-by-op-pipeline.log": "phase: an IPython traceback whose last "
+    "cell line constructs a model pipeline (FlaxWhisperPipline(...)) is not read as init",
+    "p335-agentr1-verl-vllm-activation-bold-glued.log": "held-out, scored only: phase: vLLM's model_executor "
+    "frames (custom_op forward, activation forward_cuda) in a rollout are not read as generation",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
