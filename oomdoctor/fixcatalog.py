@@ -398,6 +398,12 @@ def _save(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _cache_budget(d: Derived) -> tuple[Changes, str | None]:
+    if _v(d, "kind") == "kv_cache":  # vLLM's own start-up check: the cache it may have cannot hold max_model_len tokens
+        return {
+            "vllm_args": {"max_model_len": "<shorter: at most the tokens the message says fit>",
+                          "gpu_memory_utilization": "<higher (0.95) only if nothing else shares the GPU>"},
+            "training_args": {"vllm_max_model_len": "<shorter>", "vllm_gpu_memory_utilization": "<higher, if it fits>"},
+        }, "the KV cache must hold one max_model_len sequence: a shorter one fits the budget vLLM has"
     return {
         "vllm_args": {"gpu_memory_utilization": 0.8, "max_model_len": "<shorter>", "max_num_seqs": "<fewer>"},
         "training_args": {"vllm_gpu_memory_utilization": 0.3},

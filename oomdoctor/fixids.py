@@ -23,7 +23,8 @@ FIX_IDS: dict[str, str] = {
     "free-other-process": "stop the other process on the GPU or pin the job to a free GPU",
     "fix-leak": "stop keeping graph-holding tensors across steps (loss.item(), detach)",
     "empty-cache-before-save": "gather the state dict shard by shard / on CPU when saving",
-    "lower-gpu-memory-utilization": "serving: a smaller KV-cache budget (vLLM gpu_memory_utilization) or max_model_len",
+    "lower-gpu-memory-utilization": "serving: fit the KV-cache budget to the card (max_model_len, concurrent "
+                                    "sequences, vLLM gpu_memory_utilization)",
     "lower-num-generations": "RL: fewer generations per prompt or a smaller generation batch",
     "more-host-ram": "give the job more host RAM or load with low_cpu_mem_usage / mmap",
     "more-shared-memory": "give DataLoader workers more /dev/shm (docker --shm-size or --ipc=host, a memory-backed "
