@@ -278,9 +278,6 @@ KNOWN_GAPS = {
     "cell line constructs a model pipeline (FlaxWhisperPipline(...)) is not read as init",
     "p335-agentr1-verl-vllm-activation-bold-glued.log": "held-out, scored only: phase: vLLM's model_executor "
     "frames (custom_op forward, activation forward_cuda) in a rollout are not read as generation",
-    "p344-easyanimate-lora-wrapped-padded-steps-1116.log": "figures: a terminal's soft wraps "
-    "turned into runs of spaces inside words ('Includi<spaces>ng', 'reserved b<spaces>y') lose the process and "
-    "allocated clauses, and with them the 'Steps' bar redrawn after the message (1116/75500): no step, no phase",
     "p346-yolov9-train-dual-batch3-backticked-no-nvml.log": "held-out, scored only: phase: a backticked "
     "'python train_dual.py ... --epochs 10' command line above the message is not read as training",
     "p348-openvla-oft-save-five-pids-quoted-caret-m.log": "phase: the traceback after the message ends in a "

@@ -616,3 +616,16 @@ def test_a_glog_record_header_starts_a_new_failure_not_the_rest_of_the_last():
                       "bytes) from device: CUDA_ERROR_OUT_OF_MEMORY\n" for g in (13.83, 12.45, 11.2))
     (event,) = parse_text(backoff).events
     assert event.requested_bytes == int(13.83 * 2**30)
+
+
+def test_a_message_soft_wrapped_with_each_row_padded_to_the_terminal_reads_whole():
+    pad = " " * 48
+    msg = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1008.00 MiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 769.81 MiB is free. Includi" + pad + "ng non-PyTorch memory, this process has 78.37 GiB "
+           "memory in use. Of the allocated memory 65.60 GiB is allocated by PyTorch, and 12.26 GiB is reserved b" + pad
+           + "y PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF"
+           "=expandable_segments:True to avoid fragmentat" + pad + "i\n")
+    bar = "Steps:   1%|▏         | 1116/75500 [3:25:55<228:44:49, 11.07s/it, lr=2e-5, step_loss=0.014]\n"
+    (e,) = parse_text(msg + bar).events
+    assert (e.allocated_bytes, e.process_in_use_bytes, e.end_line) == (b("65.60", 3), b("78.37", 3), 1)
+    assert (e.step, e.phase) == (1116, "train")  # the bar redrawn after it is not part of the message

@@ -183,18 +183,28 @@ def _implausible(f: dict) -> tuple[str, ...]:
 
 
 _SQUEEZE = lazy(r"[ \t]{2,}|[*`]+|(?<=\s)> ")  # whitespace runs, markdown emphasis, quote markers
+# A terminal's soft wraps pasted as the blanks that padded each row to its width ("Includi<48 blanks>ng non-PyTorch
+# memory"): the rows' characters are the line's own, so the padding goes whole. No run this long is inside a message.
+_WRAP_PADDING = lazy(r"[ \t]{8,}")
 
 
-def _squeeze(text: str, offsets: list[int]) -> tuple[str, list[int]]:
-    """The text with whitespace runs, markdown emphasis and quote markers removed, and line offsets moved along."""
+def _figures_end(m: regex.Match[str]) -> int:
+    """Where a message's figures end: its last group other than the free-text hint after them."""
+    ends = [m.end(g) for g, v in m.groupdict().items() if v is not None and g != "hint"]
+    return max(ends) if ends else m.end()
+
+
+def _squeeze(text: str, offsets: list[int], pattern: regex.Pattern[str] | None = None) -> tuple[str, list[int]]:
+    """The text with whitespace runs, markdown emphasis and quote markers removed, and line offsets moved along; with
+    `pattern` (_WRAP_PADDING), its runs removed whole."""
     out: list[str] = []
     kept_before: list[tuple[int, int]] = []  # (original offset, squeezed offset) at each cut
     pos = 0
     squeezed = 0
-    for m in _SQUEEZE.finditer(text):
+    for m in (pattern or _SQUEEZE).finditer(text):
         out.append(text[pos:m.start()])
         squeezed += m.start() - pos
-        repl = " " if m.group().startswith((" ", "\t")) else ""
+        repl = " " if pattern is None and m.group().startswith((" ", "\t")) else ""
         out.append(repl)
         squeezed += len(repl)
         pos = m.end()
@@ -257,6 +267,15 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
         c2 = classify(sq)
         if _full(c2) or (c is None and c2 is not None):
             c, text, offsets = c2, sq, sq_offsets
+        elif _WRAP_PADDING.search(text[:CLASSIFY_CHARS]):  # soft-wrapped rows padded with blanks: drop the padding
+            sq, sq_offsets = _squeeze(text[:CLASSIFY_CHARS], offsets, _WRAP_PADDING)
+            c2 = classify(sq)
+            if _full(c2) or (c is None and c2 is not None):
+                c, text, offsets = c2, sq, sq_offsets
+                if c2 is not None and c2.match is not None:  # the message ends on the line its figures end on: the
+                    used = bisect_right(offsets, _figures_end(c2.match) - 1)  # lines joined past it while it read as cut
+                    end, text, offsets = i + used - 1, text[: offsets[used] if used < len(offsets) else len(text)], \
+                        offsets[:used]
     if c is None and end > i:  # the trigger's own line, with the rows a terminal may have cut it into, or alone
         for line, line_end, line_offsets in (_assemble(lines, i, "rows", terminal) if cut_row(lines, i) else (t, i, [0]),
                                              (t, i, [0])):
