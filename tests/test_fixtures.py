@@ -282,9 +282,8 @@ KNOWN_GAPS = {
     "'python train_dual.py ... --epochs 10' command line above the message is not read as training",
     "p348-openvla-oft-save-five-pids-quoted-caret-m.log": "phase: the traceback after the message ends in a "
     "finetune() frame whose code line, cut at 'save_trai', is the save: no phase is read",
-    "p354-framepack-eichi-lora-deepcopy-retyped-typos.log": "detect: a hand-retyped 2.2-2.8 message glued to its "
-    "frame ('in __deepcopy__torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00MiB. GPY 0 ...') "
-    "is not found (split from the frame it is, but 'GPY 0' then loses the total and free figures)",
+    "p354-framepack-eichi-lora-deepcopy-retyped-typos.log": "figures: a hand-retyped 2.2-2.8 message (glued to its "
+    "frame, found since) misspells its device ('GPY 0 has a total capacity ...'): the total and free after it are lost",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")

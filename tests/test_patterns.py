@@ -629,3 +629,10 @@ def test_a_message_soft_wrapped_with_each_row_padded_to_the_terminal_reads_whole
     (e,) = parse_text(msg + bar).events
     assert (e.allocated_bytes, e.process_in_use_bytes, e.end_line) == (b("65.60", 3), b("78.37", 3), 1)
     assert (e.step, e.phase) == (1116, "train")  # the bar redrawn after it is not part of the message
+
+
+def test_a_message_glued_after_a_frames_function_is_found_and_a_plain_frame_is_not_a_message():
+    frame = '  File "/site-packages/torch/nn/parameter.py", line 68, in __deepcopy__'
+    (e,) = parse_text(frame + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.\n").events
+    assert (e.line, e.requested_bytes) == (1, 18 * MIB)
+    assert parse_text('  File "/runs/out of memory repro/train.py", line 3, in main\n').events == ()

@@ -371,8 +371,8 @@ def _find_hits(lines: Sequence[Line], terminal: int | None = None) -> Iterator[_
     while i < len(lines):
         t, trigger = lines[i].text, i
         if not (has_trigger(t) or (i and len(lines[i - 1].raw) == widest and _trigger_across(lines, i))) \
-                or ctx.FRAME.match(t):
-            i += 1
+                or ((fm := ctx.FRAME.match(t)) and not has_trigger(t[fm.end():])):  # a frame, unless a message
+            i += 1  # was glued after its function ("..., in __deepcopy__torch.OutOfMemoryError: CUDA out of ...")
             continue
         # A source line quoting the phrase is not an OOM, unless a whole message with figures follows it
         # (a pasted traceback line and the error run together on one line).
