@@ -191,10 +191,8 @@ KNOWN_GAPS = {
                                                  "labels start-up failures train)",
     "p171-oellm-lighteval-batchprobe-slurm-killed.log": "phase: lighteval's 'Detecting largest batch size' line glued "
                                                         "to a counter is not read as evaluation",
-    "p172-openpi-pi0-a6000-init-train-state.log": "line and phase: an XLA allocator warning cut after 'requested "
-                                                   "by op' is not joined to the RESOURCE_EXHAUSTED line after it, and "
-                                                   "the init_train_state call is only in the code line (the frame is "
-                                                   "main, inside a wrapper named test_train)",
+    "p172-openpi-pi0-a6000-init-train-state.log": "phase: the init_train_state call is only in the code line (the "
+                                                   "frame is main, inside a wrapper named test_train)",
     "p174-sglangomni-s2pro-vocoder-2048tok.log": "phase: a serving engine's request lines before the message are not "
                                                  "read as generation",
     "p176-datasets-concat-deepcopy-memoryerror.log": "phase: a dataset being concatenated in a notebook cell is not "

@@ -636,3 +636,22 @@ def test_a_message_glued_after_a_frames_function_is_found_and_a_plain_frame_is_n
     (e,) = parse_text(frame + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.\n").events
     assert (e.line, e.requested_bytes) == (1, 18 * MIB)
     assert parse_text('  File "/runs/out of memory repro/train.py", line 3, in main\n').events == ()
+
+
+def test_tensorflows_not_a_failure_warning_stays_silent_when_a_terminal_cut_its_phrase():
+    for cut in range(60, 150, 7):  # every row width a terminal may have cut the warning at
+        line = ("W tensorflow/core/common_runtime/bfc_allocator.cc:213] Ran out of memory trying to allocate 1.24GiB. The "
+                "caller indicates that this is not a failure, but may mean that there could be performance gains.")
+        rows = "\n".join(line[k:k + cut] for k in range(0, len(line), cut)) + "\n"
+        assert parse_text(rows).events == (), cut
+
+
+def test_xlas_runtime_restating_its_allocators_failure_without_the_device_is_that_failure():
+    log = ("W external/xla/xla/tsl/framework/bfc_allocator.cc:501] Allocator (GPU_0_bfc) ran out of memory trying to "
+           "allocate 510.68MiB (rounded to 535486464)requested by op \n"
+           "W external/xla/xla/tsl/framework/bfc_allocator.cc:512] ****************************************\n"
+           "E0718 11:07:06.132657  193878 pjrt_stream_executor_client.cc:3077] Execution of replica 0 failed: "
+           "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 535486464 bytes.\n")
+    for text in (log, "\n".join(ln + "  " for ln in log.split("\n"))):  # as printed, and padded by an editor
+        (e,) = parse_text(text).events
+        assert (e.line, e.gpu_index, e.requested_bytes) == (1, 0, 535486464)

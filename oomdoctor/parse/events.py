@@ -135,8 +135,8 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
             text += nxt.raw
             j += 1
             continue
-        wrapped = prev_raw.endswith(" ") or (cut and (j > i or len(nxt.raw) <= width) and not _LABEL_LINE.match(nxt.text)
-                                             and not _new_record(nxt))
+        wrapped = (prev_raw.endswith(" ") or (cut and (j > i or len(nxt.raw) <= width) and not _LABEL_LINE.match(nxt.text))
+                   ) and not _new_record(nxt)
         if text.endswith("\\"):  # a continuation backslash: the line (even a word) goes on in the next one
             text = text[:-1]
             offsets.append(len(text))
@@ -276,7 +276,9 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
                     used = bisect_right(offsets, _figures_end(c2.match) - 1)  # lines joined past it while it read as cut
                     end, text, offsets = i + used - 1, text[: offsets[used] if used < len(offsets) else len(text)], \
                         offsets[:used]
-    if c is None and end > i:  # the trigger's own line, with the rows a terminal may have cut it into, or alone
+    # the trigger's own line, with the rows a terminal may have cut it into, or alone; not when the rows after it say
+    # it is no failure (TensorFlow's "... The caller indicate" / "s that this is not a failure")
+    if c is None and end > i and not P.TF_NOT_A_FAILURE.search(text[:CLASSIFY_CHARS]):
         for line, line_end, line_offsets in (_assemble(lines, i, "rows", terminal) if cut_row(lines, i) else (t, i, [0]),
                                              (t, i, [0])):
             if (c := classify(line)) is not None:
@@ -417,9 +419,11 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
     events: list[OOMEvent] = []
     seen: dict[str, int] = {}  # dedupe key -> index in events
     echoed: dict[str, int] = {}  # a ranked event's key without its rank -> index in events
+    placed: dict[str, int] = {}  # an event's key without its GPU, for an event that names one -> index in events
     run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)] \
         if first_hit and any(lit in whole for lit in _RUN_START_NEEDS) else []
     run, last_idx, over = 0, -1, 0
+    last_end = -1  # the last line (index) of the last event's message
     for hit in chain((first_hit,), hits) if first_hit else ():
         if events and bisect_right(run_starts, last_idx) < bisect_left(run_starts, hit.idx):
             run += 1  # a new run started between the previous message and this one
@@ -429,7 +433,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         f = reader.figures(hit)
         if hit.kind == "host_oom" and (_merge_host_kill(events, lines, hit, rank) or _raised_from_oom(events, lines, hit)):
             continue
-        if hit.kind == "tf_oom" and _merge_tf_op(events, first, f, rank, run):
+        if hit.kind == "tf_oom" and _merge_tf_op(events, first, f, rank, run, hit.idx - last_end):
             continue
         key = _dedupe_key(run, rank, f, hit)
         if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
@@ -437,13 +441,20 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         unranked = _dedupe_key(run, None, f, hit)
         if rank is None and unranked in echoed and first.number - events[echoed[unranked]].end_line <= DUPLICATE_WINDOW_LINES:
             continue  # a ranked worker's message echoed with no rank by whoever collects it (Ray's driver, its controller)
+        no_gpu = _dedupe_key(run, rank, {**f, "gpu_index": None}, hit)
+        if f.get("gpu_index") is None and no_gpu in placed and first.number - events[placed[no_gpu]].end_line \
+                <= DUPLICATE_WINDOW_LINES:
+            continue  # the same failure restated without its device (XLA's allocator names it, its runtime does not)
         if len(events) >= MAX_EVENTS_PER_SOURCE:
             over += 1
             continue
         seen[key] = len(events)
         if rank is not None:
             echoed[unranked] = len(events)
+        if f.get("gpu_index") is not None:
+            placed[no_gpu] = len(events)
         events.append(_with_tf_shape(reader.event(hit, f, run, rank, rank_ev)))
+        last_end = hit.end
     if over:
         warnings.warn(LimitWarning(f"{source}: {over:,} more OOM messages after the first {MAX_EVENTS_PER_SOURCE:,} "
                                    "were counted, not reported one by one"), stacklevel=2)
@@ -491,7 +502,7 @@ def _with_tf_shape(event: OOMEvent) -> OOMEvent:
     return event.model_copy(update={"detail": {**event.detail, "shape": dims_of(m["shape"])}})
 
 
-def _merge_tf_op(events: list[OOMEvent], first: Line, f: dict, rank: int | None, run: int) -> bool:
+def _merge_tf_op(events: list[OOMEvent], first: Line, f: dict, rank: int | None, run: int, lines_after: int) -> bool:
     """TensorFlow reports one failed allocation twice: the BFC allocator's "Ran out of memory trying to allocate X",
     then the kernel's "OOM when allocating tensor with shape[...]". The second adds the shape to the first. The
     Python exception raised for it after the traceback ("ResourceExhaustedError: OOM when allocating tensor with
@@ -502,7 +513,8 @@ def _merge_tf_op(events: list[OOMEvent], first: Line, f: dict, rank: int | None,
     shape = (f.get("detail") or {}).get("shape")
     gap = first.number - prev.end_line
     kernel = shape is not None or "OOM when allocating" in first.text  # its shape may be cut off the line
-    if not kernel or not (0 < gap <= TF_OP_AFTER_BFC_LINES
+    # (lines_after: in lines as printed, the rows a terminal wrapped them into joined back)
+    if not kernel or not (0 < lines_after <= TF_OP_AFTER_BFC_LINES
                           or (shape is not None and 0 < gap <= DUPLICATE_WINDOW_LINES and prev.detail.get("shape") == shape)):
         return False
     events[-1] = prev.model_copy(update={"detail": {**(f.get("detail") or {}), **prev.detail},

@@ -133,8 +133,11 @@ PADDLE = lazy(
 # PaddlePaddle's host allocator (system_allocator.cc): "Fail to alloc memory of 564023296 size, error code is 12."
 # (12 is ENOMEM: the host, not the GPU).
 PADDLE_HOST = lazy(r"Fail to alloc memory of (?P<requested>\d{1,20}) size, error code is 12\b")
-# TensorFlow's BFC allocator warns with the same words when it only lost some speed: not a failure.
-TF_NOT_A_FAILURE = lazy(r"The caller indicates that this is not a failure")
+# TensorFlow's BFC allocator warns with the same words when it only lost some speed: not a failure. A terminal may cut
+# the phrase anywhere, and its rows may be rejoined with a space there ("The caller indicate s that ..."): one optional
+# blank after each of its characters.
+_NOT_A_FAILURE = "The caller indicates that this is not a failure"
+TF_NOT_A_FAILURE = lazy(r"\s?".join(map(regex.escape, _NOT_A_FAILURE)))
 # TensorFlow 2 eager ops: "ResourceExhaustedError: {{function_node __wrapped__Mul_device_/job:localhost/replica:0/
 # task:0/device:GPU:0}} failed to allocate memory [Op:Mul]" - the op and the device, no size.
 TF_EAGER_ALLOC = lazy(r"ResourceExhaustedError: \{\{function_node [^}\n]{0,300}?device:GPU:(?P<gpu>\d{1,6})\}\} "
