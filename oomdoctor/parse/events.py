@@ -30,7 +30,7 @@ from oomdoctor.parse.model import (
     RunContext,
     Value,
 )
-from oomdoctor.parse.normalize import WRAP_MIN_WIDTH, Line, cut_row, normalize_region, unwrap
+from oomdoctor.parse.normalize import LOGGER_HEADER, WRAP_MIN_WIDTH, Line, cut_row, normalize_region, unwrap
 from oomdoctor.parse.reader import LimitWarning, ProgressFn, Region, check_path, scan
 from oomdoctor.parse.record import is_record_file
 from oomdoctor.parse.record import read as read_record
@@ -66,18 +66,14 @@ _NEW_RECORD = lazy(
     # ("E tensorflow/stream_executor/cuda/cuda_blas.cc:510] ...", "F0614 11:50:14.027064  4321 syncedmem.cpp:71] ...")
     r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
 )
-# A program's own logger heads every record with its time and level (and where it logged from), so a line whose
-# stripped prefix was one starts a record of its own, never the rest of the last: vLLM's "ERROR 07-30 18:15:55
-# [engine.py:400] ", llama.cpp's "0.01.047.215 E ". (A collector's prefix - a k8s timestamp, a compose service - is
-# put on every physical line, the rows of a wrapped message too.)
-_LOGGER_HEADER = lazy(r"\d{1,4}\.\d\d\.\d{3}\.\d{3}\s[IWEDT]\s"
-                      r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s\[?[\w.-]{1,80}\.py:\d")
 
 
 def _new_record(line: Line) -> bool:
-    """Whether a line starts a record of its own (see _NEW_RECORD, _LOGGER_HEADER)."""
+    """Whether a line starts a record of its own: by its text (_NEW_RECORD), or because the prefix normalising took
+    off it was a program logger's record header (LOGGER_HEADER; a collector's prefix - a k8s timestamp, a compose
+    service - is put on every physical line, the rows of a wrapped message too)."""
     cut = len(line.raw) - len(line.text)
-    return bool(_NEW_RECORD.match(line.text)) or (cut > 0 and _LOGGER_HEADER.search(line.raw, 0, cut) is not None)
+    return bool(_NEW_RECORD.match(line.text)) or (cut > 0 and LOGGER_HEADER.search(line.raw, 0, cut) is not None)
 
 
 # A traceback printed after a logged message starts its own record; it is never the rest of a wrapped line.

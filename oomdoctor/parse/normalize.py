@@ -25,6 +25,11 @@ RANK_PREFIX_RE = (
 JOURNAL_HEADER_RE = (r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s[\s\d]\d\s\d\d:\d\d:\d\d\s[\w.-]{1,64}\s"
                      r"[\w.@:/-]{1,64}\[\d{1,10}\]:(?:\s|$)")
 JOURNAL_HEADER = lazy(JOURNAL_HEADER_RE)
+# A program's own logger's record header, one per record (never on the rest of a row a terminal wrapped): vLLM's
+# "ERROR 07-30 18:15:55 [engine.py:400] " (before 0.7 "engine.py:400] "), llama.cpp's "0.01.047.215 E ".
+LOGGER_HEADER_RE = (r"(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s"
+                    r"\[?[\w.-]{1,80}\.py:\d{1,6}\]\s?|\d{1,4}\.\d\d\.\d{3}\.\d{3}\s[IWEDT]\s)")
+LOGGER_HEADER = lazy(LOGGER_HEADER_RE)
 # Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
 LOG_PREFIX_RE = (
     r"""(?:
@@ -38,9 +43,7 @@ LOG_PREFIX_RE = (
       | \d\d:\d\d:\d\d[.,]\d{1,6}(?!\d)\s*                                       # a collector's 16:49:33.632
 
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w./-]+:\d+\]\s?              # glog: E0101 12:00:00.123456 1234 f.cc:12]
-      | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s\[?[\w.-]{1,80}\.py:\d{1,6}\]\s?
-                                                          # vLLM: ERROR 07-30 18:15:55 [engine.py:400] (or engine.py:400])
-      | \d{1,4}\.\d\d\.\d{3}\.\d{3}\s[IWEDT]\s                                  # llama.cpp's log: 0.01.047.215 E
+      | """ + LOGGER_HEADER_RE + r"""                                          # a program's own logger (see LOGGER_HEADER)
       | (?:INFO|WARNING|WARN|ERROR|DEBUG)\s\[[\w.-]{1,40}\sstd(?:out|err)\]\s(?:\[\d{1,10}\]\s)?
                                                           # a supervisor relaying a child: INFO [llamacpp-router stdout] [45979]
       | \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)(?:\|[\w./-]+:\d+)?\]\s*(?:\d{4}-\d\d-\d\d\s[\d:,.]+\s*>>\s?)?
