@@ -1794,3 +1794,14 @@ def test_a_server_ready_for_requests_fails_serving_them_unless_training_went_on(
     assert (e.phase, e.step) == ("train", 3)
     (e,) = parse_text(load + MSG).events
     assert e.phase != "generate"
+
+
+def test_comfyui_moving_weights_to_the_gpu_is_set_up_unless_a_sampler_runs_it():
+    load = ('Traceback (most recent call last):\n'
+            '  File "/ComfyUI/comfy/model_management.py", line 600, in load_models_gpu\n    loaded_model.model_load()\n'
+            '  File "/ComfyUI/comfy/model_patcher.py", line 909, in partially_load\n    self.load(device_to)\n')
+    assert one(load + MSG).phase == "init"
+    sampling = ('Traceback (most recent call last):\n'
+                '  File "/ComfyUI/comfy/samplers.py", line 1010, in sample\n    comfy.model_management.load_models_gpu()\n'
+                + load.split("\n", 1)[1])
+    assert one(sampling + MSG).phase == "generate"

@@ -261,8 +261,7 @@ KNOWN_GAPS = {
                                                       "cuBLAS failure is not read",
     "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "
                                                                  "failure and the next allocation's raised one "
-                                                                 "(same UR text) are read as one event; ComfyUI's "
-                                                                 "weight-loading frames are not read as init",
+                                                                 "(same UR text) are read as one event",
     "p292-mlcllm-phi2-params-shard-tvm-cuda-oom.log": "held-out, scored only: detect: TVM's check failure "
                                                       "'... is false: CUDA: out of memory' inside a ValueError "
                                                       "is not found",

@@ -216,6 +216,8 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         "prepare_model_for_kbit_training", "prepare_model_for_int8_training", "prepare_model_for_training",
         "setup", "_setup", "setup_model", "setup_data",  # pycaret's setup(), Lightning's setup hooks: before any step
         "_cuda_deserialize", "default_restore_location",  # torch.load restoring a checkpoint's tensors onto the GPU
+        # ComfyUI moving a model's weights onto the GPU (a sampler's frames around them still say generate)
+        "load_models_gpu", "partially_load", "patch_weight_to_device",
         "__init__",  # a model's, dataset's or trainer's constructor: set-up (a train/eval frame inside it still wins)
         # the data prepared before the first step (tokenised, featurised, cached)
         "preprocess", "prepro", "preprocessing", "build_features", "convert_examples_to_features", "build_vocab",
