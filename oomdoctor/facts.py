@@ -101,6 +101,9 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "phase": ("str", "train, eval, generate, save, init or unknown"),
     "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward, kv_cache (allocating a key/value cache) or attention (computing attention scores)"),
     "progress_after_oom": ("bool", "a training counter kept advancing after this OOM was raised: another run writes to the same output"),
+    "own_allocator": ("bool", "the message is a library's own device allocation (llama.cpp's ggml, CTranslate2, TensorRT, "
+                      "ONNX Runtime, CuPy, faiss, RAPIDS, XGBoost, CatBoost, MXNet, Kaldi), not PyTorch's caching "
+                      "allocator: its settings and autograd modes do not reach it"),
     "raised_in_engine": ("str", "the serving engine whose own process raised the OOM (vllm: its EngineCore or worker "
                                 "labelled the line), not a process beside it"),
     "request_absurd": ("bool", "the request is at least 8x the device (or over 1 PiB): a shape or size bug, not a memory limit"),
@@ -620,6 +623,9 @@ def derive(facts: ParseResult, index: int) -> Derived:
     _inference_only(out)
     _snapshot(event, out, ev)
     _summary(event, out, ev)
+    out["own_allocator"] = bool(event.detail.get("own_allocator"))
+    if out["own_allocator"]:
+        ev["own_allocator"] = (event.evidence["message"],)
     out["raised_in_engine"] = event.detail.get("raised_in_engine")
     if out["raised_in_engine"]:
         ev["raised_in_engine"] = (event.evidence["message"],)

@@ -64,9 +64,11 @@ def _serving(d: Derived) -> bool:
 
 
 def _not_pytorch(d: Derived) -> bool:
-    """The failure is TensorFlow's or JAX's own allocator's (a PyTorch log that mentions TensorFlow is not)."""
+    """The failure is TensorFlow's or JAX's own allocator's (a PyTorch log that mentions TensorFlow is not), or a
+    library's that allocates device memory itself (llama.cpp's ggml, CTranslate2, TensorRT, ...)."""
     kind = _v(d, "kind")
-    return kind == "tf_oom" or (kind == "xla_oom" and bool(_v(d, "stack_jax") or _v(d, "stack_tensorflow")))
+    return (kind == "tf_oom" or (kind == "xla_oom" and bool(_v(d, "stack_jax") or _v(d, "stack_tensorflow")))
+            or _v(d, "own_allocator") is True)
 
 
 def _stacks(d: Derived) -> set[str]:

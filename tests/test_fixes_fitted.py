@@ -266,3 +266,9 @@ def test_a_kv_cache_sized_at_start_up_keeps_the_shorter_context_and_llama_cpp_ge
                                                                                "shorter-max-seq"]
     assert build_fix("shorter-max-seq", kv).changes["serving_engine"]["llama.cpp"].startswith("-c ")
     assert "--parallel" in build_fix("lower-gpu-memory-utilization", kv).changes["serving_engine"]["llama.cpp"]
+
+
+def test_a_library_allocating_on_its_own_gets_no_pytorch_allocator_or_autograd_fixes():
+    ids = ["expandable-segments", "eval-no-grad", "smaller-eval-batch"]
+    assert fitted(ids, run(own_allocator=True)) == ["smaller-eval-batch"]
+    assert fitted(ids, run(own_allocator=False)) == ids

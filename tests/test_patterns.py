@@ -655,3 +655,12 @@ def test_xlas_runtime_restating_its_allocators_failure_without_the_device_is_tha
     for text in (log, "\n".join(ln + "  " for ln in log.split("\n"))):  # as printed, and padded by an editor
         (e,) = parse_text(text).events
         assert (e.line, e.gpu_index, e.requested_bytes) == (1, 0, 535486464)
+
+
+def test_a_librarys_own_device_allocation_is_marked_as_not_pytorchs():
+    ctranslate2 = parse_text("RuntimeError: CUDA failed with error out of memory\n").events[0]
+    ggml = parse_text("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 512.00 MiB on device 0: cudaMalloc "
+                      "failed: out of memory\n").events[0]
+    pytorch = parse_text("RuntimeError: CUDA error: out of memory\n").events[0]
+    assert (ctranslate2.kind, ctranslate2.detail.get("own_allocator")) == ("cuda_error", True)
+    assert ggml.detail.get("own_allocator") is True and "own_allocator" not in pytorch.detail

@@ -599,6 +599,8 @@ class _EventReader:
         rows = (lines[hit.idx - 1], first) if hit.idx > 0 and cut_row(lines, hit.idx - 1) else (first,)
         if any("pid=" in row.text and ctx.VLLM_PROCESS.match(row.text) for row in rows):
             detail["raised_in_engine"] = "vllm"
+        if hit.c.fmt.own_allocator:  # a library's own device allocation, not PyTorch's caching allocator
+            detail["own_allocator"] = True
         step, banner_phase, banner_ev, started, bar_after_setup = ctx.step_and_banner(self.markers, hit.idx, rank,
                                                                                       source)
         if step is None and banner_phase is None:

@@ -154,7 +154,6 @@ CUDA_ERROR_STRICT = lazy(
     r"|GPUassert: out of memory"  # the gpuAssert macro many CUDA extensions copy: "GPUassert: %s %s %d" (error, file, line)
     # a C++ check macro that names the place, then prints cudaGetErrorString and the failing call on the next line:
     # "CUDA Runtime Error at: src/data_struct_cuda.cu:83" / "out of memory cudaMalloc(&d_x, n * sizeof(float))"
-    r"|CUDA failed with error out of memory"  # CTranslate2 (faster-whisper, OpenNMT-py's converters)
     # Caffe's glog CHECK_EQ ("... == cudaSuccess (2 vs. 0)  out of memory"), MXNet's mshadow CHECK, with its "CUDA: "
     # ("Check failed: e == cudaSuccess CUDA: out of memory"; MXNet 1.x: "... (2 vs. 0) : CUDA: out of memory")
     r"|Check failed: \w{1,40} == cudaSuccess(?: \(\d{1,3} vs\. 0\))?\s{0,4}(?::\s{1,4})?(?:CUDA: )?out of memory"

@@ -53,6 +53,7 @@ class MessageFormat:
     single_line: bool = False  # the message is its line alone: never joined with the lines after it
     gives_way: bool = False  # a stand-in (a notebook's traceback header): the failure only when no message follows
     says: str | None = None  # what the message itself names as the failure (the event's message_says), unless its figures do
+    own_allocator: bool = False  # a library that allocates device memory itself (not through PyTorch's caching allocator)
 
     def admits(self, text: str) -> bool:
         """The cheap string test that decides whether the pattern is tried at all."""
@@ -276,7 +277,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("THCUDACHECK", ("THCudaCheck FAIL",), None, "cuda_oom", era="pre-1.0", also=("out of memory",),
                   same_failure=True),
     MessageFormat("XGBOOST_DEVICE", ("Memory allocation error on worker",), P.XGBOOST_DEVICE, "cuda_error", lambda m: {
-        "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}),
+        "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}, own_allocator=True),
+    MessageFormat("CTRANSLATE2", ("CUDA failed with error out of memory",), None, "cuda_error", own_allocator=True),
     MessageFormat("CUDA_ERROR", (*_OOM_WORDS, "cudaErrorMemoryAllocation"), P.CUDA_ERROR_STRICT, "cuda_error",
                   recognise_only=True),
     MessageFormat("CUDA_FAILURE", ("CUDA failure 2",), P.CUDA_FAILURE, "cuda_error",
@@ -296,31 +298,31 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}),
     MessageFormat("GGML_CUDA", ("cudaMalloc failed: out of memory",), P.GGML_CUDA, "cuda_error", lambda m: {
         "requested_bytes": int(m["bytes"]) if m["bytes"] else parse_size(m["requested"]), "gpu_index": int(m["gpu"])},
-        same_failure=True),  # its buffer's own line after it, logged as a record of its own, is the same failure
+        same_failure=True, own_allocator=True),  # its buffer's own line after it, a record of its own, is the same failure
     # after GGML_CUDA, whose message holds this line as its exact size
     MessageFormat("GGML_BUFFER", ("to allocate CUDA",), P.GGML_BUFFER, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]) if m["requested"] else None, "gpu_index": int(m["gpu"])},
-        same_failure=True),
+        same_failure=True, own_allocator=True),
     MessageFormat("CUPY_POOL", ("ut of memory to allocate", "Out of memory allocating"), P.CUPY_POOL, "cuda_oom",
-                  lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}),
+                  lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}, own_allocator=True),
     MessageFormat("FAISS_GPU", ("cudaMalloc error out of memory",), P.FAISS_GPU, "cuda_error", lambda m: {
-        "requested_bytes": int(m["requested"]), "gpu_index": int(m["gpu"])}),
-    MessageFormat("FAISS_GPU_OLD", ("failed to cudaMalloc",), P.FAISS_GPU_OLD, "cuda_error", _requested_only),
+        "requested_bytes": int(m["requested"]), "gpu_index": int(m["gpu"])}, own_allocator=True),
+    MessageFormat("FAISS_GPU_OLD", ("failed to cudaMalloc",), P.FAISS_GPU_OLD, "cuda_error", _requested_only, own_allocator=True),
     MessageFormat("MXNET_CUDA", ("cudaMalloc failed", "cudaMalloc retry failed", "Memory allocation failed"),
-                  P.MXNET_CUDA, "cuda_error", recognise_only=True),
+                  P.MXNET_CUDA, "cuda_error", recognise_only=True, own_allocator=True),
     MessageFormat("KALDI_CUDA", ("Memory allocation failure",), P.KALDI_CUDA, "cuda_error", recognise_only=True,
-                  same_failure=True),
+                  same_failure=True, own_allocator=True),
     MessageFormat("ORT_ARENA", ("allocate memory for requested",), P.ORT_ARENA,
-                  lambda m, text: "host_oom" if P.ORT_CPU.search(text) else "cuda_error", _requested_only),
+                  lambda m, text: "host_oom" if P.ORT_CPU.search(text) else "cuda_error", _requested_only, own_allocator=True),
     MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)", ": OutOfMemory ("), P.TENSORRT_OOM, "cuda_error",
-                  lambda m: {"requested_bytes": int(m["bytes"]) if m["bytes"] else None}, same_failure=True),
+                  lambda m: {"requested_bytes": int(m["bytes"]) if m["bytes"] else None}, same_failure=True, own_allocator=True),
     MessageFormat("PADDLE_LEGACY", ("Cannot allocate",), P.PADDLE_LEGACY, "cuda_oom", lambda m: {
         "requested_bytes": to_bytes(m["requested"], "MiB"), "free_bytes": to_bytes(m["free"], "MiB"),
         "total_bytes": int(m["total"]), "gpu_index": int(m["gpu"]),
         "allocated_bytes": to_bytes(m["used"], "GiB") if m["used"] else None}),
     MessageFormat("CATBOOST_OOM", ("Out of memory. Requested",), P.CATBOOST_OOM, "cuda_oom", lambda m: {
         "requested_bytes": to_bytes(m["requested"], "MiB"), "free_bytes": to_bytes(m["free"], "MiB")},
-        same_failure=True),
+        same_failure=True, own_allocator=True),
     MessageFormat("CUDA_DRIVER_OOM", ("CUDA_ERROR_OUT_OF_MEMORY",), P.CUDA_DRIVER_OOM, "cuda_error", recognise_only=True),
     MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
@@ -373,7 +375,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         says="alloc_failed"),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc, says="alloc_failed"),
     MessageFormat("RMM_POOL", ("Maximum pool size exceeded", "out_of_memory"), P.RMM_POOL, "cuda_oom",
-                  recognise_only=True),
+                  recognise_only=True, own_allocator=True),
     MessageFormat("THRUST_BAD_ALLOC", ("bad_alloc",), P.THRUST_BAD_ALLOC, "cuda_error", recognise_only=True,
                   same_failure=True),
     MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True,
