@@ -400,7 +400,8 @@ def _save(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _cache_budget(d: Derived) -> tuple[Changes, str | None]:
-    if _v(d, "kind") == "kv_cache":  # vLLM's own start-up check: the cache it may have cannot hold max_model_len tokens
+    # vLLM's own start-up check (SGLang's and TGI's name what they say): its cache cannot hold max_model_len tokens
+    if _v(d, "kind") == "kv_cache" and _v(d, "message_says") is None:
         return {
             "vllm_args": {"max_model_len": "<shorter: at most the tokens the message says fit>",
                           "gpu_memory_utilization": "<higher (0.95) only if nothing else shares the GPU>"},

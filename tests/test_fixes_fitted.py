@@ -272,3 +272,12 @@ def test_a_library_allocating_on_its_own_gets_no_pytorch_allocator_or_autograd_f
     ids = ["expandable-segments", "eval-no-grad", "smaller-eval-batch"]
     assert fitted(ids, run(own_allocator=True)) == ["smaller-eval-batch"]
     assert fitted(ids, run(own_allocator=False)) == ids
+
+
+def test_vllms_no_room_for_the_kv_cache_is_not_told_to_shrink_the_cache():
+    vllm = build_fix("lower-gpu-memory-utilization", run(kind="kv_cache", stack_vllm=True, inference_only=True)).changes
+    assert vllm["vllm_args"]["max_model_len"].startswith("<shorter")
+    assert "higher" in vllm["vllm_args"]["gpu_memory_utilization"]  # 0.8 would be below vLLM's own 0.9
+    tgi = build_fix("lower-gpu-memory-utilization", run(kind="kv_cache", message_says="prefill_warmup",
+                                                        stack_serving_engine=True, inference_only=True)).changes
+    assert "--max-batch-prefill-tokens" in tgi["serving_engine"]["text-generation-inference"]
