@@ -281,9 +281,6 @@ KNOWN_GAPS = {
     "finetune() frame whose code line, cut at 'save_trai', is the save: no phase is read",
     "p354-framepack-eichi-lora-deepcopy-retyped-typos.log": "figures: a hand-retyped 2.2-2.8 message (glued to its "
     "frame, found since) misspells its device ('GPY 0 has a total capacity ...'): the total and free after it are lost",
-    "p364-vmlx-qwen35-moe-metal-error-prefix-no-code.log": "detect: MLX's Metal 'Insufficient Memory' abort "
-                                                          "without its (00000008:...) code, behind an '[error] ' "
-                                                          "prefix, is not found",
     "p365-react-agent-ollama-json-escaped-cudamalloc.log": "phase: the llama runner's context-creation lines inside "
                                                          "Ollama's JSON error body (joined by literal \\n) are not "
                                                          "read as init",

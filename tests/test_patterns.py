@@ -664,3 +664,11 @@ def test_a_librarys_own_device_allocation_is_marked_as_not_pytorchs():
     pytorch = parse_text("RuntimeError: CUDA error: out of memory\n").events[0]
     assert (ctranslate2.kind, ctranslate2.detail.get("own_allocator")) == ("cuda_error", True)
     assert ggml.detail.get("own_allocator") is True and "own_allocator" not in pytorch.detail
+
+
+def test_metals_command_buffer_abort_is_found_with_its_code_cut_off():
+    line = ("[error] libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer "
+            "execution failed: Insufficient Memory{}\n")
+    for code in ("", " (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"):
+        (e,) = parse_text(line.format(code)).events
+        assert (e.kind, e.detail.get("message_says")) == ("mps_oom", "metal_out_of_memory")

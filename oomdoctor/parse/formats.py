@@ -28,7 +28,7 @@ TRIGGERS = (
     "WinError 1455", "shared memory", "paging file", "posix_memalign", "</torch_", "/dev/shm/", "OUT_OF_DEVICE_MEMORY",
     "Invalid buffer size", "allocating <= available", "Code 2: OutOfMemory", "CallbackErrorOutOfMemory",
     "requires more system memory", "GPU video memory", "to allocate CUDA", "Workspace can't be allocated",
-    "allocate CPU Memory", "Free memory on device", "low on resource: memory",
+    "allocate CPU Memory", "Free memory on device", "low on resource: memory", "Insufficient Memory",
     *KILLED_TRANSLATED,
 )
 
@@ -181,7 +181,8 @@ XPU_DEVICE_MEMORY = lazy(r"UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")
 MPS_BUFFER_SIZE = lazy(r"Invalid buffer size: (?P<requested>\d{1,12}\.\d\d [KMG]i?B)\b")
 # Apple's Metal driver aborting a command buffer (ggml's Metal backend, MLX): "Insufficient Memory
 # (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)".
-METAL_COMMAND_OOM = lazy(r"kIOGPUCommandBufferCallbackErrorOutOfMemory")
+METAL_COMMAND_OOM = lazy(r"kIOGPUCommandBufferCallbackErrorOutOfMemory"
+                         r"|Command buffer execution failed: Insufficient Memory")  # its code cut off the line
 # PyTorch 1.0-1.2's CPU allocator: "[enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes)
 # == 0. 12 vs 0" (12 is ENOMEM).
 CPU_POSIX_MEMALIGN = lazy(r"posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")

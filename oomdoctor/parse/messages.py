@@ -259,7 +259,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("MPS_BARE", ("MPS backend out of memory",), None, "mps_oom"),
     MessageFormat("MPS_BUFFER_SIZE", ("Invalid buffer size",), P.MPS_BUFFER_SIZE, "mps_oom", lambda m: {
         "requested_bytes": parse_size(m["requested"])}, says="buffer_over_device_limit"),
-    MessageFormat("METAL_COMMAND_OOM", ("CallbackErrorOutOfMemory",), P.METAL_COMMAND_OOM, "mps_oom",
+    MessageFormat("METAL_COMMAND_OOM", ("CallbackErrorOutOfMemory", "Command buffer execution failed: Insufficient"),
+                  P.METAL_COMMAND_OOM, "mps_oom",
                   recognise_only=True, same_failure=True, single_line=True, says="metal_out_of_memory"),
     MessageFormat("MLX_METAL_MALLOC", ("[metal::malloc]",), P.MLX_METAL_MALLOC, "mps_oom", lambda m: {
         "requested_bytes": int(m["requested"]), "detail": {"max_buffer_bytes": int(m["limit"])}},
