@@ -282,6 +282,10 @@ KNOWN_GAPS = {
     "finetune() frame whose code line, cut at 'save_trai', is the save: no phase is read",
     "p354-framepack-eichi-lora-deepcopy-retyped-typos.log": "figures: a hand-retyped 2.2-2.8 message (glued to its "
     "frame, found since) misspells its device ('GPY 0 has a total capacity ...'): the total and free after it are lost",
+    "p379-tabpfn-predict-wrapped-original-error-beyond-card.log": "phase: TabPFN's own exception line "
+    "('CUDA out of memory with 5,000 test samples.') above the wrapped message is not read as prediction (eval)",
+    "p381-textgcn-model-cuda-28gib-numbered-cut.log": "held-out, scored only: phase: the module-level frame moving "
+    "the model to the GPU ('model_func = model_func.cuda()') is not read as init",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
