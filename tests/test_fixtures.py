@@ -286,6 +286,10 @@ KNOWN_GAPS = {
                                                          "read as init",
     "p368-mlxserve-ltx-video-unified-log-iogpumetalerror.log": "held-out, scored only: phase: weight-loading lines "
                                                              "followed by forward-pass dtype traces read as init",
+    "p379-tabpfn-predict-wrapped-original-error-beyond-card.log": "phase: TabPFN's own exception line "
+    "('CUDA out of memory with 5,000 test samples.') above the wrapped message is not read as prediction (eval)",
+    "p381-textgcn-model-cuda-28gib-numbered-cut.log": "held-out, scored only: phase: the module-level frame moving "
+    "the model to the GPU ('model_func = model_func.cuda()') is not read as init",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
