@@ -753,11 +753,16 @@ def _banner_glued_before_message(text: str) -> bool:
     return words is not None and banner is not None and banner.end() <= words.start()
 
 
+def _bar_label(text: str) -> str | None:
+    """What a line prints before its progress bar ("Training:   0%|" -> "Training:   "), or None when it draws none."""
+    m = TQDM.search(text)
+    return text[: m.start()] if m is not None else None
+
+
 def _labelled_bar(text: str) -> bool:
     """A bar with its loop's name before it ("Training:   0%|"); a bare "100%|###| 1/1" after a set-up banner is
     that set-up's own progress."""
-    m = TQDM.search(text)
-    return m is not None and bool(text[: m.start()].strip())
+    return bool((_bar_label(text) or "").strip())
 
 
 _TRAINING_LABEL = lazy(r"(?i)\b(?:train\w{0,8}|steps?|epochs?|iter\w{0,8})\b")
@@ -766,8 +771,7 @@ _TRAINING_LABEL = lazy(r"(?i)\b(?:train\w{0,8}|steps?|epochs?|iter\w{0,8})\b")
 def _training_bar(text: str) -> bool:
     """A bar whose label names a training loop ("steps:  3%|", "Epoch 2:  40%|"); a server's sampling bars and its
     "Total progress" are not."""
-    m = TQDM.search(text)
-    return m is not None and bool(_TRAINING_LABEL.search(text, 0, m.start()))
+    return bool(_TRAINING_LABEL.search(_bar_label(text) or ""))
 
 
 # A line a poster put in place of what they cut ("...", "[...]", "…"): what came before it is not what the run

@@ -432,14 +432,13 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         if hit.kind == "tf_oom" and _merge_tf_op(events, first, f, rank, run, hit.idx - last_end):
             continue
         key = _dedupe_key(run, rank, f, hit)
-        if key in seen and first.number - events[seen[key]].end_line <= DUPLICATE_WINDOW_LINES:
+        if _recent(events, seen, key, first.number):
             continue  # the same message again: logged, then raised; or re-raised "during handling"
         unranked = _dedupe_key(run, None, f, hit)
-        if rank is None and unranked in echoed and first.number - events[echoed[unranked]].end_line <= DUPLICATE_WINDOW_LINES:
+        if rank is None and _recent(events, echoed, unranked, first.number):
             continue  # a ranked worker's message echoed with no rank by whoever collects it (Ray's driver, its controller)
         no_gpu = _dedupe_key(run, rank, {**f, "gpu_index": None}, hit)
-        if f.get("gpu_index") is None and no_gpu in placed and first.number - events[placed[no_gpu]].end_line \
-                <= DUPLICATE_WINDOW_LINES:
+        if f.get("gpu_index") is None and _recent(events, placed, no_gpu, first.number):
             continue  # the same failure restated without its device (XLA's allocator names it, its runtime does not)
         if len(events) >= MAX_EVENTS_PER_SOURCE:
             over += 1
@@ -474,6 +473,11 @@ def _eval_lines(lines: Sequence[Line], source: str, markers: ctx.Markers | None)
     if markers is not None:
         return tuple(ctx._ev(source, lines[k]) for k in markers.eval_banners)
     return tuple(ctx._ev(source, ln) for ln in lines if ctx.is_eval_banner(ln.text))
+
+
+def _recent(events: list[OOMEvent], index: dict[str, int], key: str, number: int) -> bool:
+    """Whether an event filed under `key` in `index` ended at most DUPLICATE_WINDOW_LINES before line `number`."""
+    return key in index and number - events[index[key]].end_line <= DUPLICATE_WINDOW_LINES
 
 
 def _dedupe_key(run: int, rank: int | None, f: dict, hit: _Hit) -> str:
