@@ -822,6 +822,22 @@ def test_an_ide_exception_view_lists_its_frames_after_the_message_innermost_firs
     assert event.phase == "unknown"  # without the banner, lines after a message are not its frames
 
 
+def test_a_notebook_error_dump_reads_its_stack_after_the_message():
+    # VS Code's "copy output" of a notebook error: a JSON object whose message and stack strings span lines with no
+    # blank line between them. The message ends where the stack's traceback header starts.
+    dump = ('{\n\t"name": "RuntimeError",\n\t"message": "CUDA error: out of memory\n'
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+            'incorrect.\n",\n\t"stack": "-----------------------------------------------------------------\n'
+            "RuntimeError                              Traceback (most recent call last)\n"
+            "Cell In[4], line 3\n      2 model.cuda()\n----> 3 result = trainer.train()\n\n"
+            "File /opt/conda/lib/python3.11/site-packages/transformers/trainer.py:2241, in Trainer.train(self, "
+            "resume_from_checkpoint, trial)\n")
+    (event,) = events(dump)
+    assert (event.kind, event.phase) == ("cuda_error", "train")
+    (event,) = events(dump.replace("Trainer.train(", "Trainer.evaluate("))
+    assert event.phase == "eval"
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

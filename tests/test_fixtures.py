@@ -13,7 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "c-cuda-error-unsloth-wsl-jupyter.log": "phase: Jupyter's JSON error dump has no frames we read",
     "d-host-cpualloc-fooocus-twice.log": "held-out, scored only: phase: frames name a generate pipeline, the sidecar says init",
     "d-host-k8s-openpai-oomkilled.log": "phase: the pod message embeds the job log with literal \\n",
     "d-kv-vllm-compose-no-cache-blocks.log": "held-out, scored only: line: the raise statement quoting the message is taken first",

@@ -142,7 +142,7 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
                 text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB"
             offsets.append(len(text))
             text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
-        elif mode != "rows" and not _new_record(nxt) and (
+        elif mode != "rows" and not _new_record(nxt) and "Traceback (most recent call last)" not in nxt.text and (
                 nxt.rank == first.rank or (nxt.rank is None and lines[j].padded)):
             # (a row that ended in blanks, a wrap at a space an editor padded, goes on without the launcher's prefix)
             text += " "
