@@ -838,6 +838,35 @@ def test_a_notebook_error_dump_reads_its_stack_after_the_message():
     assert event.phase == "eval"
 
 
+def test_a_log_inside_a_json_error_body_is_read_line_by_line():
+    # A client's exception carrying a server's JSON error: the runner's lines joined by escaped newlines. The bare
+    # cudaMalloc line and ggml's buffer line after it are one failure; the context line after them names set-up.
+    body = ('RuntimeError: request failed (500): {"error": "model runner exited: cudaMalloc failed: out of memory\\n'
+            'ggml_gallocr_reserve_n: failed to allocate CUDA1 buffer of size 2147483648\\n'
+            'llama_new_context_with_model: failed to allocate compute buffers"}\n')
+    (event,) = events(body)
+    assert (event.kind, event.gpu_index, event.requested_bytes, event.phase) == ("cuda_error", 1, 2147483648, "init")
+    assert event.line == 1
+
+
+def test_escaped_newlines_split_a_line_only_when_every_backslash_is_an_escape():
+    from oomdoctor.parse.normalize import _unescaped_lines
+
+    assert _unescaped_lines(r'a \"b\"\n\tc\nd\\e') == ['a "b"', "\tc", "d\\e"]
+    assert _unescaped_lines(r"C:\Users\me\new_run\nlog\nx") == [r"C:\Users\me\new_run\nlog\nx"]  # a path
+    assert _unescaped_lines(r"one\ntwo") == [r"one\ntwo"]  # one escaped newline may be a path's "\n"
+
+
+def test_llama_cpps_context_creation_failing_after_the_message_is_set_up():
+    log = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1328.31 MiB on device 0: cudaMalloc failed: out of memory\n"
+           "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 1392836608\n"
+           "llama_new_context_with_model: failed to allocate compute buffers\n")
+    (event,) = events(log)
+    assert (event.phase, event.gpu_index) == ("init", 0)
+    (event,) = events(log.replace("llama_new_context_with_model: failed to allocate compute buffers\n", ""))
+    assert event.phase == "unknown"
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -280,9 +280,6 @@ KNOWN_GAPS = {
     "finetune() frame whose code line, cut at 'save_trai', is the save: no phase is read",
     "p354-framepack-eichi-lora-deepcopy-retyped-typos.log": "figures: a hand-retyped 2.2-2.8 message (glued to its "
     "frame, found since) misspells its device ('GPY 0 has a total capacity ...'): the total and free after it are lost",
-    "p365-react-agent-ollama-json-escaped-cudamalloc.log": "phase: the llama runner's context-creation lines inside "
-                                                         "Ollama's JSON error body (joined by literal \\n) are not "
-                                                         "read as init",
     "p368-mlxserve-ltx-video-unified-log-iogpumetalerror.log": "held-out, scored only: phase: weight-loading lines "
                                                              "followed by forward-pass dtype traces read as init",
     "p379-tabpfn-predict-wrapped-original-error-beyond-card.log": "phase: TabPFN's own exception line "

@@ -117,8 +117,8 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
     j = i
     while j + 1 < len(lines) and j - i < MAX_MESSAGE_LINES:
         nxt = lines[j + 1]
-        if nxt.number != lines[j].end + 1 or not nxt.text.strip():
-            break
+        if not (nxt.number == lines[j].end + 1 or (nxt.escaped and nxt.number == lines[j].number)) or not nxt.text.strip():
+            break  # not the next line (a string's escaped lines are each other's)
         prev_raw = lines[j].raw
         width = width if width >= WRAP_MIN_WIDTH else len(prev_raw)
         cut = len(prev_raw) == width >= WRAP_MIN_WIDTH and not _TRACEBACK_START.match(nxt.text)
@@ -416,6 +416,7 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
     seen: dict[str, int] = {}  # dedupe key -> index in events
     echoed: dict[str, int] = {}  # a ranked event's key without its rank -> index in events
     placed: dict[str, int] = {}  # an event's key without its GPU, for an event that names one -> index in events
+    unplaced: dict[str, int] = {}  # run|rank|kind of an event with neither device nor figures -> index in events
     run_starts = [k for k, ln in enumerate(lines) if _RUN_START.search(ln.text)] \
         if first_hit and any(lit in whole for lit in _RUN_START_NEEDS) else []
     run, last_idx, over = 0, -1, 0
@@ -440,6 +441,13 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
         no_gpu = _dedupe_key(run, rank, {**f, "gpu_index": None}, hit)
         if f.get("gpu_index") is None and _recent(events, placed, no_gpu, first.number):
             continue  # the same failure restated without its device (XLA's allocator names it, its runtime does not)
+        bare = f"{run}|{rank}|{hit.kind}"
+        if f.get("gpu_index") is not None and hit.c.fmt.same_failure and bare in unplaced \
+                and first.number - events[unplaced[bare]].end_line <= SAME_FAILURE_FOLLOW_LINES:
+            k = unplaced.pop(bare)  # ... or told first bare: Ollama's runner error, then ggml's own buffer line
+            events[k] = _placed(events[k], f)
+            placed[no_gpu] = k
+            continue
         if len(events) >= MAX_EVENTS_PER_SOURCE:
             over += 1
             continue
@@ -448,6 +456,8 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
             echoed[unranked] = len(events)
         if f.get("gpu_index") is not None:
             placed[no_gpu] = len(events)
+        elif not any(v is not None for k, v in f.items() if k.endswith("_bytes")):
+            unplaced[bare] = len(events)
         events.append(_with_tf_shape(reader.event(hit, f, run, rank, rank_ev)))
         last_end = hit.end
     if over:
@@ -478,6 +488,18 @@ def _eval_lines(lines: Sequence[Line], source: str, markers: ctx.Markers | None)
 def _recent(events: list[OOMEvent], index: dict[str, int], key: str, number: int) -> bool:
     """Whether an event filed under `key` in `index` ended at most DUPLICATE_WINDOW_LINES before line `number`."""
     return key in index and number - events[index[key]].end_line <= DUPLICATE_WINDOW_LINES
+
+
+# A message with neither device nor figures, and a library's own line for one failure (a same_failure format) naming
+# the device this close after it, are one failure.
+SAME_FAILURE_FOLLOW_LINES = 2
+
+
+def _placed(event: OOMEvent, f: dict) -> OOMEvent:
+    """An event told first bare, with the device and the figures the same failure's next line adds (ggml's "failed
+    to allocate CUDA0 buffer of size N" after a runner's bare "cudaMalloc failed: out of memory")."""
+    added = {k: v for k, v in f.items() if (k == "gpu_index" or k.endswith("_bytes")) and getattr(event, k) is None}
+    return event.model_copy(update=added)
 
 
 def _dedupe_key(run: int, rank: int | None, f: dict, hit: _Hit) -> str:
@@ -741,7 +763,7 @@ class _EventReader:
             return "train", step.evidence
         if started:  # training started and failed before its first logged step
             return "train", started
-        if (said := _caller_said_after(self.lines, hit.end)) is not None:
+        if (said := _caller_said_after(self.lines, hit.idx, hit.end)) is not None:
             return said[0], ctx._ev(self.source, said[1])
         if (backward := ctx.tf_backward_op(self.lines, hit.idx, hit.end)) is not None:
             return "train", ctx._ev(self.source, backward)
@@ -763,13 +785,21 @@ LOADING_FAILED = lazy(r"^\s{0,8}[\w.]{0,80}(?:Error|Exception): (?:Failed to|Cou
 # ... or that the decode it ran failed: llama.cpp's "llama_decode: failed to decode, ret = -3" (older builds'
 # "llama_eval: failed to eval"), KoboldCpp's "Failed to predict at 43!": generation (prompt or tokens)
 DECODE_FAILED = lazy(r"^\s{0,8}(?:llama_decode: failed to decode|llama_eval: failed to eval|Failed to predict at \d)")
-CALLER_SAID = ((LOADING_FAILED, "init"), (DECODE_FAILED, "generate"))
+# ... or that building the model or its context failed: llama.cpp's "llama_new_context_with_model: failed to allocate
+# compute buffers", "llama_init_from_gpt_params: error: failed to create context with model ...", "llama_model_load:
+# error loading model: ...", "llm_load_tensors: failed to allocate ..." (and their 2025 names): set-up
+LLAMA_INIT_FAILED = lazy(r"^\s{0,8}(?:llama_new_context_with_model|llama_init_from_model|llama_init_from_gpt_params"
+                         r"|common_init_from_params|llama_model_load|llama_load_model_from_file|llm_load_tensors"
+                         r"|load_tensors): (?:error:? )?(?:failed|error loading model)\b")
+CALLER_SAID = ((LOADING_FAILED, "init"), (DECODE_FAILED, "generate"), (LLAMA_INIT_FAILED, "init"))
 CALLER_SAID_LOOKAHEAD_LINES = 12
 
 
-def _caller_said_after(lines: Sequence[Line], end: int) -> tuple[str, Line] | None:
-    """The phase a caller's own report right after the message names (a load that failed, a decode that failed)."""
-    for ln in lines[end + 1 : end + 1 + CALLER_SAID_LOOKAHEAD_LINES]:
+def _caller_said_after(lines: Sequence[Line], idx: int, end: int) -> tuple[str, Line] | None:
+    """The phase a caller's own report right after the message on lines[idx..end] names (a load that failed, a decode
+    that failed); a report on the rows the message's reader joined to it counts (a C++ library's lines, no blank
+    between them)."""
+    for ln in lines[idx + 1 : end + 1 + CALLER_SAID_LOOKAHEAD_LINES]:
         for pat, phase in CALLER_SAID:
             if pat.match(ln.text):
                 return phase, ln

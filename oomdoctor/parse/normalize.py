@@ -69,6 +69,12 @@ QUOTE_MARKS = ("> ", ">\t")  # a markdown quote (a log pasted into an issue): ">
 
 MAX_LINE_CHARS = 64 * 1024
 
+# A log embedded in a JSON or repr string (an HTTP error body, a Kubernetes pod message, a notebook's error dump) has
+# its lines joined by the two characters backslash-n. Such a line is split back into its lines when every backslash
+# on it starts an escape and it holds at least two escaped newlines (a Windows path has other backslashes).
+_ESCAPE = lazy(r'\\(?:[nrt"\\/bf]|u[0-9a-fA-F]{4})?')  # one escape, or a lone backslash (none of a string's)
+_ESCAPES = {"\\t": "\t", '\\"': '"', "\\\\": "\\", "\\/": "/"}
+
 
 class Line(NamedTuple):
     """One logical line: its 1-based line number, the rank prefix found on it, and the clean text (a named tuple:
@@ -80,6 +86,7 @@ class Line(NamedTuple):
     raw: str = ""  # the segment before prefixes were stripped (ANSI removed): wrap widths are measured on it
     last: int = 0  # the number of the last physical line, when a terminal's hard wrap was joined back (0: `number`)
     padded: int = 0  # the row's width with the padding `raw` lost (a console copy pads every row to its width)
+    escaped: bool = False  # a line after the first of a string's escaped lines on one physical line (_unescaped_lines)
 
     @property
     def end(self) -> int:
@@ -120,9 +127,33 @@ def normalize(number: int, raw: str) -> list[Line]:
     for seg in raw.split("\r") if "\r" in raw else (raw,):
         if len(seg) > MAX_LINE_CHARS:  # keep the end: a message glued to a long line comes last
             seg = seg[-MAX_LINE_CHARS:]
-        if (line := _segment(number, seg)) is not None:
-            out.append(line)
+        for k, piece in enumerate(_unescaped_lines(seg) if "\\n" in seg else (seg,)):
+            if (line := _segment(number, piece)) is not None:
+                out.append(line._replace(escaped=True) if k else line)
     return out
+
+
+def _unescaped_lines(seg: str) -> list[str]:
+    """The lines of a segment that holds a string's escaped lines (see _ESCAPE), each unescaped; else the segment
+    alone."""
+    if seg.count("\\n") < 2:
+        return [seg]
+    out: list[str] = []
+    cur: list[str] = []
+    pos = 0
+    for m in _ESCAPE.finditer(seg):
+        escape = m.group()
+        if len(escape) == 1:  # a lone backslash: a Windows path, not a string's escapes
+            return [seg]
+        cur.append(seg[pos:m.start()])
+        pos = m.end()
+        if escape == "\\n":
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(_ESCAPES.get(escape, escape))
+    out.append("".join([*cur, seg[pos:]]))
+    return out if len(out) > 2 else [seg]
 
 
 def _segment(number: int, seg: str) -> Line | None:
@@ -142,7 +173,7 @@ def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
     to _segment (most lines of most logs: no list of its own, no second round of tests)."""
     out: list[Line] = []
     for number, raw in enumerate(lines, first_line):
-        if "\r" in raw or "\x1b" in raw or "&" in raw or raw[:1] == ">" or len(raw) > MAX_LINE_CHARS:
+        if "\r" in raw or "\x1b" in raw or "&" in raw or raw[:1] == ">" or len(raw) > MAX_LINE_CHARS or "\\n" in raw:
             out.extend(normalize(number, raw))
         elif (line := _segment(number, raw)) is not None:
             out.append(line)
