@@ -867,6 +867,25 @@ def test_llama_cpps_context_creation_failing_after_the_message_is_set_up():
     assert event.phase == "unknown"
 
 
+def test_a_statement_building_an_object_as_the_last_frame_is_set_up():
+    # A traceback cut at the statement that builds the pipeline or the dataset: its constructor was running.
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/workspace/transcribe.py", line 12, in <module>\n'
+          '    pipe = speech.AsrPipeline("large-v3", dtype=jnp.bfloat16)\n'
+          "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+          "5120 bytes.\n")
+    (event,) = events(tb)
+    assert event.phase == "init"
+    # a tensor wrapped inside the training step builds nothing, and a call that is not assigned is not a build
+    for code in ("    inputs = Variable(batch.cuda())", "    t = torch.FloatTensor(rows)", "    run(Config())"):
+        (event,) = events(tb.replace('    pipe = speech.AsrPipeline("large-v3", dtype=jnp.bfloat16)', code))
+        assert event.phase == "unknown", code
+    # a training frame inside the constructor still wins
+    (event,) = events(tb.replace("5120 bytes", "5120 bytes")
+                      .replace("jaxlib", '  File "/workspace/runner.py", line 3, in train_step\n    y = f(x)\njaxlib'))
+    assert event.phase == "train"
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -108,7 +108,6 @@ KNOWN_GAPS = {
                                          "first line",
     "p117-xgboost-dask-deep-hist-cache.log": "held-out, scored only: XGBoost's figures and worker rank are not read",
     "p122-dpr-flat-index-bad-alloc.log": "phase: building a faiss index before any search is not read as init",
-    "p122-sentaugment-100m-ivf-to-gpu.log": "phase: moving a faiss index to the GPU at start-up is not read as init",
     "p119-nougat-predict-stack-scores.log": "held-out, scored only: step-by-step decoding in an inference script is read "
                                             "as eval, the sidecar says generate",
     "p120-slowfast-test-6gb.log": "held-out, scored only: a test-only run (TRAIN.ENABLE False) is not read as eval",
@@ -270,8 +269,6 @@ KNOWN_GAPS = {
     "after its total ('12.00 GiB total') loses the total",
     "p311-meshsplatting-iter-25000-eval-backward-cut.log": "held-out, scored only: step: a 3DGS-style "
     "'[ITER 25000] Evaluating train: ...' report is not read as the step",
-    "p330-whisperjax-bfc-5kib-glued-requested-by-op-pipeline.log": "phase: an IPython traceback whose last "
-    "cell line constructs a model pipeline (FlaxWhisperPipline(...)) is not read as init",
     "p335-agentr1-verl-vllm-activation-bold-glued.log": "held-out, scored only: phase: vLLM's model_executor "
     "frames (custom_op forward, activation forward_cuda) in a rollout are not read as generation",
     "p346-yolov9-train-dual-batch3-backticked-no-nvml.log": "held-out, scored only: phase: a backticked "
