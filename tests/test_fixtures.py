@@ -290,6 +290,10 @@ KNOWN_GAPS = {
     "('CUDA out of memory with 5,000 test samples.') above the wrapped message is not read as prediction (eval)",
     "p381-textgcn-model-cuda-28gib-numbered-cut.log": "held-out, scored only: phase: the module-level frame moving "
     "the model to the GPU ('model_func = model_func.cuda()') is not read as init",
+    "p386-vllm-backport-enginecore-worker-failed-tp8.log": "phase: a vLLM worker's logits-processor frames "
+    "(Worker_TP1 prefix) before the engine core's 'Worker failed with error' quote are not read as generate",
+    "p387-milabench-llava-single-report-bar-prefix.log": "phase: an 'optimizer.step()' frame behind milabench's "
+    "'| ' report bar is not read as training",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
