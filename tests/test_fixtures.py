@@ -296,6 +296,8 @@ KNOWN_GAPS = {
     "'| ' report bar is not read as training",
     "p388-trtllm-backend-triton-status-table-wrapped.log": "phase: Triton's 'unexpected error when creating "
     "modelInstanceState' (a model instance loading at start-up) is not read as init",
+    "p389-exo-tinygrad-shard-cuda-error-2.log": "detect: tinygrad's 'CUDA Error 2, out of memory' (the driver's "
+    "error 2 behind exo's 'Error processing tensor for shard ...:') is not detected",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
