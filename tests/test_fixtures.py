@@ -298,6 +298,8 @@ KNOWN_GAPS = {
     "modelInstanceState' (a model instance loading at start-up) is not read as init",
     "p389-exo-tinygrad-shard-cuda-error-2.log": "detect: tinygrad's 'CUDA Error 2, out of memory' (the driver's "
     "error 2 behind exo's 'Error processing tensor for shard ...:') is not detected",
+    "p390-roll-qwenvl-actor-infer-died-oom-killer.log": "detect: Ray's ActorDiedError whose first listed root cause "
+    "is 'killed by SIGKILL by OOM killer due to high memory usage' is not read as a host OOM",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
