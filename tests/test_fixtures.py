@@ -283,6 +283,16 @@ KNOWN_GAPS = {
     "('CUDA out of memory with 5,000 test samples.') above the wrapped message is not read as prediction (eval)",
     "p381-textgcn-model-cuda-28gib-numbered-cut.log": "held-out, scored only: phase: the module-level frame moving "
     "the model to the GPU ('model_func = model_func.cuda()') is not read as init",
+    "p386-vllm-backport-enginecore-worker-failed-tp8.log": "phase: a vLLM worker's logits-processor frames "
+    "(Worker_TP1 prefix) before the engine core's 'Worker failed with error' quote are not read as generate",
+    "p387-milabench-llava-single-report-bar-prefix.log": "phase: an 'optimizer.step()' frame behind milabench's "
+    "'| ' report bar is not read as training",
+    "p388-trtllm-backend-triton-status-table-wrapped.log": "phase: Triton's 'unexpected error when creating "
+    "modelInstanceState' (a model instance loading at start-up) is not read as init",
+    "p389-exo-tinygrad-shard-cuda-error-2.log": "detect: tinygrad's 'CUDA Error 2, out of memory' (the driver's "
+    "error 2 behind exo's 'Error processing tensor for shard ...:') is not detected",
+    "p390-roll-qwenvl-actor-infer-died-oom-killer.log": "detect: Ray's ActorDiedError whose first listed root cause "
+    "is 'killed by SIGKILL by OOM killer due to high memory usage' is not read as a host OOM",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
