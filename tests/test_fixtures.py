@@ -290,8 +290,16 @@ KNOWN_GAPS = {
     "('CUDA out of memory with 5,000 test samples.') above the wrapped message is not read as prediction (eval)",
     "p381-textgcn-model-cuda-28gib-numbered-cut.log": "held-out, scored only: phase: the module-level frame moving "
     "the model to the GPU ('model_func = model_func.cuda()') is not read as init",
+    "p401-loradatasetstudio-seedvr2-4070s-allocation-exceeds.log": "phase: the SeedVR2 upscaler's video-VAE frames "
+                                                                  "(causal_inflation_lib) are not read as generation",
+    "p405-depthanyvideo-svd-no-figures-fenced.log": "detect: PyTorch's figure-less 'CUDA out of memory. See documentation "
+                                                    "for Memory Management' form is not detected",
+    "p408-catvton-t4-36gib-bentoml-access-line.log": "held-out, scored only: phase: BentoML's access line for the failed "
+                                                     "POST /generate after the message is not read as generation",
+    "p409-skyreelsv2-df14b-4xa100-message-in-four-rows.log": "phase: the launch command's script name "
+                                                             "(generate_video_df.py) is read as generation; nothing "
+                                                             "in the log shows loading or sampling",
 }
-
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
 
