@@ -299,6 +299,9 @@ KNOWN_GAPS = {
     "p409-skyreelsv2-df14b-4xa100-message-in-four-rows.log": "phase: the launch command's script name "
                                                              "(generate_video_df.py) is read as generation; nothing "
                                                              "in the log shows loading or sampling",
+    "p410-cogvideoxwrapper-decode-node-allocation-unindented.log": "phase: the old ComfyUI error dialog's "
+                                                                   "unindented frames (CogVideoDecode, vae.decode) "
+                                                                   "are not read as generation",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
