@@ -293,8 +293,19 @@ KNOWN_GAPS = {
     "error 2 behind exo's 'Error processing tensor for shard ...:') is not detected",
     "p390-roll-qwenvl-actor-infer-died-oom-killer.log": "detect: Ray's ActorDiedError whose first listed root cause "
     "is 'killed by SIGKILL by OOM killer due to high memory usage' is not read as a host OOM",
+    "p401-loradatasetstudio-seedvr2-4070s-allocation-exceeds.log": "phase: the SeedVR2 upscaler's video-VAE frames "
+                                                                  "(causal_inflation_lib) are not read as generation",
+    "p405-depthanyvideo-svd-no-figures-fenced.log": "detect: PyTorch's figure-less 'CUDA out of memory. See documentation "
+                                                    "for Memory Management' form is not detected",
+    "p408-catvton-t4-36gib-bentoml-access-line.log": "held-out, scored only: phase: BentoML's access line for the failed "
+                                                     "POST /generate after the message is not read as generation",
+    "p409-skyreelsv2-df14b-4xa100-message-in-four-rows.log": "phase: the launch command's script name "
+                                                             "(generate_video_df.py) is read as generation; nothing "
+                                                             "in the log shows loading or sampling",
+    "p410-cogvideoxwrapper-decode-node-allocation-unindented.log": "phase: the old ComfyUI error dialog's "
+                                                                   "unindented frames (CogVideoDecode, vae.decode) "
+                                                                   "are not read as generation",
 }
-
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
 
