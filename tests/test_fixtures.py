@@ -295,8 +295,6 @@ KNOWN_GAPS = {
     "is 'killed by SIGKILL by OOM killer due to high memory usage' is not read as a host OOM",
     "p401-loradatasetstudio-seedvr2-4070s-allocation-exceeds.log": "phase: the SeedVR2 upscaler's video-VAE frames "
                                                                   "(causal_inflation_lib) are not read as generation",
-    "p405-depthanyvideo-svd-no-figures-fenced.log": "detect: PyTorch's figure-less 'CUDA out of memory. See documentation "
-                                                    "for Memory Management' form is not detected",
     "p408-catvton-t4-36gib-bentoml-access-line.log": "held-out, scored only: phase: BentoML's access line for the failed "
                                                      "POST /generate after the message is not read as generation",
     "p409-skyreelsv2-df14b-4xa100-message-in-four-rows.log": "phase: the launch command's script name "

@@ -98,8 +98,10 @@ CACHING_2_1_HEADLESS = lazy(
     + _FIGURES_2_1_CUT
 )
 # The first sentence alone, with the exception that raised it ("torch.cuda.OutOfMemoryError: CUDA out of
-# memory." - a paste or a notebook cut after it): no figures, but the exception names an allocator failure.
-CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of memory\.?[ \t]{0,40}(?:\n|$)")
+# memory." - a paste or a notebook cut after it, or with the figures cut out before the message's closing pointer to
+# the documentation): no figures, but the exception names an allocator failure.
+CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of memory\.?[ \t]{0,40}"
+                    r"(?:See documentation for Memory Management[^\n]{0,120})?(?:\n|$)")
 # PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
