@@ -289,8 +289,8 @@ KNOWN_GAPS = {
     "'| ' report bar is not read as training",
     "p388-trtllm-backend-triton-status-table-wrapped.log": "phase: Triton's 'unexpected error when creating "
     "modelInstanceState' (a model instance loading at start-up) is not read as init",
-    "p389-exo-tinygrad-shard-cuda-error-2.log": "detect: tinygrad's 'CUDA Error 2, out of memory' (the driver's "
-    "error 2 behind exo's 'Error processing tensor for shard ...:') is not detected",
+    "p389-exo-tinygrad-shard-cuda-error-2.log": "phase: exo's 'Error processing tensor for shard ...' (a shard's "
+    "inference) above tinygrad's frames, cut inside them, is not read as generate",
     "p390-roll-qwenvl-actor-infer-died-oom-killer.log": "detect: Ray's ActorDiedError whose first listed root cause "
     "is 'killed by SIGKILL by OOM killer due to high memory usage' is not read as a host OOM",
     "p401-loradatasetstudio-seedvr2-4070s-allocation-exceeds.log": "phase: the SeedVR2 upscaler's video-VAE frames "

@@ -101,6 +101,7 @@ EXAMPLES = [
      "buffer size of 14302248960 bytes.", "mps_oom", None, {"requested_bytes": 17179869184, "total_bytes": None}),
     # ^ Apple MLX: one buffer over Metal's per-buffer limit (the limit is not the device's memory)
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
+    ("RuntimeError: CUDA Error 2, out of memory", "cuda_error", None, {}),  # tinygrad's runtime/ops_cuda.py check()
     ("torch.OutOfMemoryError: CUDA out of memory. See documentation for Memory Management  (https://pytorch.org/docs/"
      "stable/notes/cuda.html#environment-variables)", "cuda_oom", None, {}),  # ... its figures cut out, the link kept
     ("terminate called after throwing an instance of 'std::bad_alloc'", "host_oom", None, {}),
