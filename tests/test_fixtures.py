@@ -290,6 +290,14 @@ KNOWN_GAPS = {
     "('CUDA out of memory with 5,000 test samples.') above the wrapped message is not read as prediction (eval)",
     "p381-textgcn-model-cuda-28gib-numbered-cut.log": "held-out, scored only: phase: the module-level frame moving "
     "the model to the GPU ('model_func = model_func.cuda()') is not read as init",
+    "p413-ministar-sc2-actor-2gb-exception-prefixed.log": "phase: an RL actor loop's policy forward after the "
+    "project's 'start_time before training' print (message behind 'ActorLoop.run() Exception ...') is not read as training",
+    "p416-kerasinceptionresnetv2-finetune-batch32-node-lines.log": "gpu_index: TF 1.x's old device spelling "
+    "('_device=\"/job:localhost/replica:0/task:0/gpu:0\"') in the [[Node: ...]] line under a shape-only message is not read",
+    "p417-tfsegmentation-swap-op-requires-then-gradient-oom-cut.log": "held-out, scored only: phase: a failing TF node named "
+    "'network/train-operation/gradients/...' is not read as training",
+    "p420-flashlight-asr-conformer-arrayfire-terminate.log": "not detected: flashlight's 'Failed to allocate memory of "
+    "size ... with error 'ArrayFire Exception (Device out of memory:101)' (no event kind names ArrayFire)",
 }
 
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
