@@ -305,12 +305,8 @@ KNOWN_GAPS = {
                                                                    "are not read as generation",
     "p413-ministar-sc2-actor-2gb-exception-prefixed.log": "phase: an RL actor loop's policy forward after the "
     "project's 'start_time before training' print (message behind 'ActorLoop.run() Exception ...') is not read as training",
-    "p416-kerasinceptionresnetv2-finetune-batch32-node-lines.log": "gpu_index: TF 1.x's old device spelling "
-    "('_device=\"/job:localhost/replica:0/task:0/gpu:0\"') in the [[Node: ...]] line under a shape-only message is not read",
     "p417-tfsegmentation-swap-op-requires-then-gradient-oom-cut.log": "held-out, scored only: phase: a failing TF node named "
     "'network/train-operation/gradients/...' is not read as training",
-    "p420-flashlight-asr-conformer-arrayfire-terminate.log": "not detected: flashlight's 'Failed to allocate memory of "
-    "size ... with error 'ArrayFire Exception (Device out of memory:101)' (no event kind names ArrayFire)",
     "p421-wav2letter-finetune-ctc-epoch1-arrayfire.log": "held-out, scored only: not detected: flashlight's "
     "ArrayFire 'Failed to allocate memory of size ...' after 'Epoch 1 started!' (no event kind names ArrayFire)",
 }

@@ -102,6 +102,14 @@ EXAMPLES = [
     # ^ Apple MLX: one buffer over Metal's per-buffer limit (the limit is not the device's memory)
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
     ("RuntimeError: CUDA Error 2, out of memory", "cuda_error", None, {}),  # tinygrad's runtime/ops_cuda.py check()
+    ("Failed to allocate memory of size 2.50 GiB (Device: 1, Capacity: 15.75 GiB, Allocated: 14.20 GiB, Cached: 310.00 "
+     "MiB) with error 'ArrayFire Exception (Device out of memory:101):", "cuda_error", None,
+     {"requested_bytes": b("2.50", 3), "gpu_index": 1, "total_bytes": b("15.75", 3), "allocated_bytes": b("14.20", 3)}),
+    # ^ flashlight's CachingMemoryManager over ArrayFire (fl/memory/managers/CachingMemoryManager.cpp)
+    ("  what():  ArrayFire Exception (Device out of memory:101):", "cuda_error", None, {}),  # ArrayFire's af::exception
+    ("ResourceExhaustedError: OOM when allocating tensor with shape[32,35,35,320]\n\t [[Node: block/add = Add[T=DT_FLOAT, "
+     '_device="/job:localhost/replica:0/task:0/gpu:1"](block/mul, block/relu)]]', "tf_oom", None, {"gpu_index": 1}),
+    # ^ TensorFlow before 1.4 spelled the device ".../task:0/gpu:1"
     ("torch.OutOfMemoryError: CUDA out of memory. See documentation for Memory Management  (https://pytorch.org/docs/"
      "stable/notes/cuda.html#environment-variables)", "cuda_oom", None, {}),  # ... its figures cut out, the link kept
     ("terminate called after throwing an instance of 'std::bad_alloc'", "host_oom", None, {}),

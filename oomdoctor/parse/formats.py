@@ -312,6 +312,11 @@ BAD_ALLOC = lazy(r"instance of 'std::bad_alloc'|what\(\):\s{1,4}std::bad_alloc|M
                  r"|(?:\A|\n)\s{0,8}std::bad_alloc\s*(?:\n|\Z)")  # a tool's own handler printing e.what() alone
 # The CUDA driver API's own error name, from C++ libraries that call it directly (tiny-cuda-nn's cuMemCreate, cuMemAlloc
 # in custom kernels): "cuMemCreate(...) failed with error CUDA_ERROR_OUT_OF_MEMORY".
+# flashlight's caching memory manager over ArrayFire (wav2letter, flashlight's ASR): "Failed to allocate memory of size
+# 1.27 GiB (Device: 0, Capacity: 31.74 GiB, Allocated: 29.98 GiB, Cached: 994.36 MiB) with error 'ArrayFire Exception
+# (Device out of memory:101)"; ArrayFire's own exception alone names no figures.
+FLASHLIGHT_AF = lazy(r"Failed to allocate memory of size (?P<requested>" + SIZE + r") \(Device: (?P<gpu>\d{1,4}), "
+                     r"Capacity: (?P<total>" + SIZE + r"), Allocated: (?P<allocated>" + SIZE + r")")
 # ggml (llama.cpp and its forks) failing a device buffer, with the exact bytes on the allocator's next line:
 # "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 279356.51 MiB on device 0: cudaMalloc failed: out of memory"
 # "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 292926534144"

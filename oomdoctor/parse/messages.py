@@ -28,7 +28,10 @@ DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "c
 TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
                   "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1,
                   "uint16": 2, "uint32": 4, "uint64": 8, "complex128": 16, "float128": 16}
-_GPU_INDEX = lazy(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN")
+# TensorFlow's device names ("/job:localhost/replica:0/task:0/device:GPU:0"; before 1.4 ".../task:0/gpu:0"), its BFC
+# allocator's ("GPU_0_bfc"), NCCL's warning prefix ("[3] ... NCCL WARN")
+_GPU_INDEX = lazy(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN"
+                  r"|/task:\d{1,6}/gpu:(?P<l>\d{1,20})\b")
 
 _OOM_WORDS = ("out of memory", "Tried to allocate")
 _XLA_WORDS = ("RESOURCE_EXHAUSTED", "esource exhausted", "ran out of memory", "Ran out of memory")
@@ -308,6 +311,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         same_failure=True, own_allocator=True),
     MessageFormat("CUPY_POOL", ("ut of memory to allocate", "Out of memory allocating"), P.CUPY_POOL, "cuda_oom",
                   lambda m: {"requested_bytes": int((m["requested"] or m["requested2"]).replace(",", ""))}, own_allocator=True),
+    MessageFormat("FLASHLIGHT_AF", ("Failed to allocate memory of size",), P.FLASHLIGHT_AF, "cuda_error", lambda m: {
+        "requested_bytes": parse_size(m["requested"]), "gpu_index": int(m["gpu"]), "total_bytes": parse_size(m["total"]),
+        "allocated_bytes": parse_size(m["allocated"])}, same_failure=True, own_allocator=True),
+    MessageFormat("ARRAYFIRE", ("Device out of memory:101",), None, "cuda_error", same_failure=True, own_allocator=True),
     MessageFormat("FAISS_GPU", ("cudaMalloc error out of memory",), P.FAISS_GPU, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "gpu_index": int(m["gpu"])}, own_allocator=True),
     MessageFormat("FAISS_GPU_OLD", ("failed to cudaMalloc",), P.FAISS_GPU_OLD, "cuda_error", _requested_only, own_allocator=True),
@@ -439,7 +446,7 @@ def figures(c: Classified, text: str) -> Figures:
     if f.get("gpu_index") is None:
         g = _GPU_INDEX.search(text)
         if g:
-            f["gpu_index"] = int(g["i"] or g["j"] or g["k"])
+            f["gpu_index"] = int(g["i"] or g["j"] or g["k"] or g["l"])
     return f
 
 
