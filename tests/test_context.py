@@ -886,6 +886,18 @@ def test_a_statement_building_an_object_as_the_last_frame_is_set_up():
     assert event.phase == "train"
 
 
+def test_a_message_saying_the_model_was_being_loaded_is_set_up():
+    msg = ("E1129 10:00:00.000 12 model_lifecycle.cc:626] failed to load 'llm' version 1: Internal: unexpected error when "
+           "creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, "
+           "stream): out of memory (/src/tensorrt_llm/runtime/buffers.h:112)\n")
+    (event,) = events(msg)
+    assert event.phase == "init"
+    (event,) = events("RuntimeError: Error while loading the model: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    assert event.phase == "init"
+    (event,) = events("RuntimeError: Error while running the request: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    assert event.phase == "unknown"
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

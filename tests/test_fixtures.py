@@ -287,8 +287,6 @@ KNOWN_GAPS = {
     "(Worker_TP1 prefix) before the engine core's 'Worker failed with error' quote are not read as generate",
     "p387-milabench-llava-single-report-bar-prefix.log": "phase: an 'optimizer.step()' frame behind milabench's "
     "'| ' report bar is not read as training",
-    "p388-trtllm-backend-triton-status-table-wrapped.log": "phase: Triton's 'unexpected error when creating "
-    "modelInstanceState' (a model instance loading at start-up) is not read as init",
     "p389-exo-tinygrad-shard-cuda-error-2.log": "phase: exo's 'Error processing tensor for shard ...' (a shard's "
     "inference) above tinygrad's frames, cut inside them, is not read as generate",
     "p390-roll-qwenvl-actor-infer-died-oom-killer.log": "detect: Ray's ActorDiedError whose first listed root cause "

@@ -1219,6 +1219,13 @@ MESSAGE_EVAL = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed) (?:while |when |duri
                     r"(?:[Ee]valuat|[Vv]alidat)\w{0,6}\b")
 
 
+# ... or while the model was being loaded or built: Triton's "failed to load 'llm' version 1: Internal: unexpected error
+# when creating modelInstanceState: ...", "Error while loading the model: ...".
+MESSAGE_INIT = lazy(r"\b(?:[Ee]rror|[Ff]ailed|[Ff]ailure) (?:while |when |during )?(?:creating|loading|initiali[sz]ing) "
+                    r"(?:the )?(?:model|modelInstanceState|engine|pipeline|checkpoint)\b|\bcreating modelInstanceState\b"
+                    r"|\bfailed to load '[^'\n]{1,120}' version \d")
+
+
 MESSAGE_HEAD_CHARS = 2000  # what the failing line says before the OOM phrase, read back this far
 
 
@@ -1230,6 +1237,11 @@ def _message_head(text: str) -> str:
 def eval_from_message(text: str) -> bool:
     """True when the text before the OOM phrase on its own line says the failure came while evaluating."""
     return bool(MESSAGE_EVAL.search(_message_head(text)))
+
+
+def init_from_message(text: str) -> bool:
+    """True when the text before the OOM phrase on its own line says the failure came while loading the model."""
+    return bool(MESSAGE_INIT.search(_message_head(text)))
 
 
 def phase_from_message(text: str) -> bool:

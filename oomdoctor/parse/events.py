@@ -743,6 +743,8 @@ class _EventReader:
             return "save", message_ev
         if ctx.eval_from_message(first.text):
             return "eval", message_ev
+        if ctx.init_from_message(first.text):
+            return "init", message_ev
         if jit_phase and not pf:
             return jit_phase, message_ev
         if not pf and (node := ctx.comfy_node_phase(self.lines, hit.idx)) is not None:
