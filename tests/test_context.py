@@ -1020,6 +1020,9 @@ def test_comfyui_names_the_failing_node_or_its_sampling_code():
     assert e.phase == "generate"
     (e,) = events(panel.replace("KSampler", "CheckpointLoaderSimple"))
     assert e.phase == "init"
+    for node in ("CogVideoDecode", "VAEDecodeTiled", "WanVideoTextEncode"):  # a wrapper's own decoder or encoder
+        (e,) = events(panel.replace("KSampler", node))
+        assert e.phase == "generate", node
     (e,) = events(panel.replace("KSampler", "DepthFM_Zho"))  # a node whose name says nothing
     assert e.phase == "unknown"
     rope = ('  File "C:\\ComfyUI\\comfy\\ldm\\flux\\math.py", line 43, in apply_rope\n'

@@ -298,9 +298,6 @@ KNOWN_GAPS = {
     "p409-skyreelsv2-df14b-4xa100-message-in-four-rows.log": "phase: the launch command's script name "
                                                              "(generate_video_df.py) is read as generation; nothing "
                                                              "in the log shows loading or sampling",
-    "p410-cogvideoxwrapper-decode-node-allocation-unindented.log": "phase: the old ComfyUI error dialog's "
-                                                                   "unindented frames (CogVideoDecode, vae.decode) "
-                                                                   "are not read as generation",
     "p413-ministar-sc2-actor-2gb-exception-prefixed.log": "phase: an RL actor loop's policy forward after the "
     "project's 'start_time before training' print (message behind 'ActorLoop.run() Exception ...') is not read as training",
     "p417-tfsegmentation-swap-op-requires-then-gradient-oom-cut.log": "held-out, scored only: phase: a failing TF node named "
