@@ -152,7 +152,9 @@ LIMITS = {
                "tells no width); a wrapped OOM message's rows are left to the message reader (it tries each way of "
                "rejoining them, as word wraps need); a figure read on a message's cut row is dated by that row, not "
                "the message's first line (a sample glued to the message counts as memory shown only when on it); a "
-               "record the log glued onto a line's trailing blanks shows on a row of its own, and reads better so",
+               "record the log glued onto a line's trailing blanks shows on a row of its own, and reads better so; a "
+               "string's escaped lines (a JSON error body's backslash-n) are split only where one row still holds two "
+               "of them; a configuration on a message's cut head row (a model id) is read as configuration",
     "wrap-120": "as wrap-80",
     "win-console-120": "as wrap-120 and trailing-spaces (its padding tells the width, not which full rows were cut: "
                        "only a bar's own shape, '%|' open then '| n/total', tells a row cut in its blanks)",

@@ -847,6 +847,8 @@ def test_a_log_inside_a_json_error_body_is_read_line_by_line():
     (event,) = events(body)
     assert (event.kind, event.gpu_index, event.requested_bytes, event.phase) == ("cuda_error", 1, 2147483648, "init")
     assert event.line == 1
+    (event,) = events("[rank3]: " + body)  # the launcher's prefix labels every line the string holds
+    assert (event.rank, event.gpu_index, event.phase) == (3, 1, "init")
 
 
 def test_escaped_newlines_split_a_line_only_when_every_backslash_is_an_escape():

@@ -127,9 +127,16 @@ def normalize(number: int, raw: str) -> list[Line]:
     for seg in raw.split("\r") if "\r" in raw else (raw,):
         if len(seg) > MAX_LINE_CHARS:  # keep the end: a message glued to a long line comes last
             seg = seg[-MAX_LINE_CHARS:]
+        rank = None
         for k, piece in enumerate(_unescaped_lines(seg) if "\\n" in seg else (seg,)):
             if (line := _segment(number, piece)) is not None:
-                out.append(line._replace(escaped=True) if k else line)
+                if k == 0:
+                    rank = line.rank
+                elif line.rank is None:  # the launcher's prefix is the physical line's: each of its lines has it
+                    line = line._replace(escaped=True, rank=rank)
+                else:
+                    line = line._replace(escaped=True)
+                out.append(line)
     return out
 
 
