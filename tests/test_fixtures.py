@@ -307,6 +307,10 @@ KNOWN_GAPS = {
     "'network/train-operation/gradients/...' is not read as training",
     "p421-wav2letter-finetune-ctc-epoch1-arrayfire.log": "held-out, scored only: not detected: flashlight's "
     "ArrayFire 'Failed to allocate memory of size ...' after 'Epoch 1 started!' (no event kind names ArrayFire)",
+    "p450-higherhrnet-dist-train-epoch19-spawn-sigkill-process1.log": "not detected: torch 1.x's mp.spawn "
+    "'Exception: process 1 terminated with signal SIGKILL' (no ProcessExitedException) is not read as a killed worker",
+    "p451-pytorchencoding-train-dist-epoch0-spawn-sigkill-backticked.log": "not detected: torch 1.x's mp.spawn "
+    "'Exception: process 0 terminated with signal SIGKILL' (no ProcessExitedException), backtick glued after it",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
