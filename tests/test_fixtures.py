@@ -307,6 +307,15 @@ KNOWN_GAPS = {
     "'network/train-operation/gradients/...' is not read as training",
     "p421-wav2letter-finetune-ctc-epoch1-arrayfire.log": "held-out, scored only: not detected: flashlight's "
     "ArrayFire 'Failed to allocate memory of size ...' after 'Epoch 1 started!' (no event kind names ArrayFire)",
+    "p463-rapidsdeployment-sagemaker-hpo-xgboost-rmm-blockquote.log": "held-out, scored only: kind: XGBoost's "
+    "'std::bad_alloc: out_of_memory: CUDA error at: .../cuda_memory_resource.hpp' (RMM's plain cudaMalloc "
+    "resource, no pool) reads as RMM's pool failure (cuda_oom), not cuda_error",
+    "p464-llmsagemakersample-gemma9b-fsdp-algorithmerror-gpu7-cut.log": "held-out, scored only: phase: SageMaker's "
+    "'Error for Training job ...: AlgorithmError: ExecuteUserScriptError' summary around the message is not read "
+    "as training",
+    "p467-text2imagegui-dreambooth-4090-numbered-timestamped-lines.log": "held-out, scored only: phase: Lightning's "
+    "trainer.fit frames after the message, each behind a GUI log's '[00000553] [01-24-2023 23:20:26]' prefix, "
+    "are not read as training",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
