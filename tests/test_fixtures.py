@@ -316,6 +316,8 @@ KNOWN_GAPS = {
     "p467-text2imagegui-dreambooth-4090-numbered-timestamped-lines.log": "held-out, scored only: phase: Lightning's "
     "trainer.fit frames after the message, each behind a GUI log's '[00000553] [01-24-2023 23:20:26]' prefix, "
     "are not read as training",
+    "p469-seafusion-colab-t4-message-in-fullwidth-quotes.log": "phase: the sentence quoting the message in "
+    "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
