@@ -312,6 +312,17 @@ KNOWN_GAPS = {
     "'Exception: process 1 terminated with signal SIGKILL' (no ProcessExitedException) is not read as a killed worker",
     "p451-pytorchencoding-train-dist-epoch0-spawn-sigkill-backticked.log": "not detected: torch 1.x's mp.spawn "
     "'Exception: process 0 terminated with signal SIGKILL' (no ProcessExitedException), backtick glued after it",
+    "p463-rapidsdeployment-sagemaker-hpo-xgboost-rmm-blockquote.log": "held-out, scored only: kind: XGBoost's "
+    "'std::bad_alloc: out_of_memory: CUDA error at: .../cuda_memory_resource.hpp' (RMM's plain cudaMalloc "
+    "resource, no pool) reads as RMM's pool failure (cuda_oom), not cuda_error",
+    "p464-llmsagemakersample-gemma9b-fsdp-algorithmerror-gpu7-cut.log": "held-out, scored only: phase: SageMaker's "
+    "'Error for Training job ...: AlgorithmError: ExecuteUserScriptError' summary around the message is not read "
+    "as training",
+    "p467-text2imagegui-dreambooth-4090-numbered-timestamped-lines.log": "held-out, scored only: phase: Lightning's "
+    "trainer.fit frames after the message, each behind a GUI log's '[00000553] [01-24-2023 23:20:26]' prefix, "
+    "are not read as training",
+    "p469-seafusion-colab-t4-message-in-fullwidth-quotes.log": "phase: the sentence quoting the message in "
+    "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
