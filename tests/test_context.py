@@ -901,6 +901,18 @@ def test_a_message_saying_the_model_was_being_loaded_is_set_up():
     assert event.phase == "unknown"
 
 
+def test_a_spawned_worker_killed_after_the_scripts_epoch_banner_is_training():
+    # torch.multiprocessing.spawn before 1.5 raised a plain Exception for a worker the kernel killed
+    log = ("Starting Epoch: 0\nTotal Epoches: 80\nTraceback (most recent call last):\n"
+           '  File "/workspace/train_dist.py", line 148, in main\n    mp.spawn(main_worker, nprocs=4)\n'
+           "Exception: process 2 terminated with signal SIGKILL\n")
+    (event,) = events(log)
+    assert (event.kind, event.phase) == ("host_oom", "train")
+    (event,) = events(log.replace("Starting Epoch: 0\n", ""))
+    assert event.phase == "unknown"
+    assert not events("Exception: process 2 terminated with exit code 1\n")
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

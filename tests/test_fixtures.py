@@ -308,10 +308,8 @@ KNOWN_GAPS = {
     "training time') and events line ('iter: 1 total_loss: ...') printed after the message are not read (train, 1)",
     "p437-rscnn-partseg-torch031-epoch1-thcudacheck-backward.log": "held-out, scored only: step: the progress line "
     "'[epoch   1:   0/499] \\t train loss: ...' is not read as the step",
-    "p450-higherhrnet-dist-train-epoch19-spawn-sigkill-process1.log": "not detected: torch 1.x's mp.spawn "
-    "'Exception: process 1 terminated with signal SIGKILL' (no ProcessExitedException) is not read as a killed worker",
-    "p451-pytorchencoding-train-dist-epoch0-spawn-sigkill-backticked.log": "not detected: torch 1.x's mp.spawn "
-    "'Exception: process 0 terminated with signal SIGKILL' (no ProcessExitedException), backtick glued after it",
+    "p450-higherhrnet-dist-train-epoch19-spawn-sigkill-process1.log": "step: the ImageNet-example 'Epoch: [19][300/7922]' "
+    "line is read as the iteration within the epoch (300); whether epochs count from 0 or 1 is not told",
     "p463-rapidsdeployment-sagemaker-hpo-xgboost-rmm-blockquote.log": "held-out, scored only: kind: XGBoost's "
     "'std::bad_alloc: out_of_memory: CUDA error at: .../cuda_memory_resource.hpp' (RMM's plain cudaMalloc "
     "resource, no pool) reads as RMM's pool failure (cuda_oom), not cuda_error",

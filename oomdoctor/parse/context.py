@@ -142,6 +142,7 @@ TRAIN_BANNER = lazy(
     r"\*{5} Running training \*{5}|^(?:Start(?:ing)?|Begin(?:ning)?) (?:the )?training\b|\bTraining [Ss]tarted\b"
     r"|[Ss]tarting training from iteration|\bStart [Tt]raining\b"
     r"|^Epoch \d{1,6}/\d{1,6}\s*$"  # Keras fit() opening an epoch ("Epoch 1/160" on its own line)
+    r"|^(?:Start(?:ing)?|Begin(?:ning)?) [Ee]poch:?\s{0,2}\d{1,6}\b"  # a script's own: "Starting Epoch: 0"
     r"|^>{3,}\s?[Ss]tart [Tt]raining\b"  # Time-Series-Library and its forks: ">>>>>>>start training : <setting>>>>>>>>"
     r"|^[Tt]raining \.\.\.\s*$"  # Megatron-LM's train() after its setup ("training ...", Megatron-Bridge "Training ...")
     r"|^Solving [\w.-]{1,200}\s*$"  # Caffe's solver starting on its net (glog's "solver.cpp:282] Solving <net>")
@@ -357,7 +358,7 @@ def is_eval_banner(text: str) -> bool:
 
 def may_be_train_banner(text: str) -> bool:
     """False when TRAIN_BANNER cannot match: each of its forms holds one of these literals."""
-    return "raining" in text or "Epoch " in text or "Solving " in text
+    return "raining" in text or "poch" in text or "Solving " in text
 
 
 def may_be_serving_banner(text: str) -> bool:

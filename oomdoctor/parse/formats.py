@@ -426,7 +426,8 @@ HOST_KILL = lazy(
     r"|^\[\d{1,4}\][+-]?\s{1,8}(?:\d{1,10}\s{1,8})?[Kk]illed\s"  # bash / zsh job notice: "[1]    16261 killed     python3 ..."
     r"|terminated by signal SIGKILL"  # fish
     r"|\b(?:exit|exited with|exit status) code 137\b|\binterrupted by signal 9\b"  # 128 + SIGKILL: PyCharm, Docker
-    r"|ProcessExitedException: process \d{1,6} terminated with signal SIGKILL"  # torch.multiprocessing.spawn
+    r"|(?:ProcessExitedException|^Exception): process \d{1,6} terminated with signal SIGKILL"  # mp.spawn (before 1.5:
+    # a plain Exception)
     r"|oom[_-]kill(?:er)? event|Detected \d{1,20} oom[_-]kill|killed by the cgroup out-of-memory handler"
     r"|exits with return code = -9\b|\breturn code -9\b|[Kk]illed: 9\b"  # DeepSpeed launcher, macOS shells
     r"|task \d{1,20}: Out Of Memory|exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed"
