@@ -913,6 +913,17 @@ def test_a_spawned_worker_killed_after_the_scripts_epoch_banner_is_training():
     assert not events("Exception: process 2 terminated with exit code 1\n")
 
 
+def test_detectron2s_closing_report_after_the_message_names_the_failing_iteration():
+    log = (MSG + "[11/29 10:00:00 d2.engine.hooks]: Overall training speed: 3 iterations in 0:00:02 (0.7 s / it)\n"
+           "[11/29 10:00:00 d2.engine.hooks]: Total training time: 0:00:03 (0:00:00 on hooks)\n"
+           "[11/29 10:00:00 d2.utils.events]:  eta: 0:10:00  iter: 4  total_loss: 1.913  loss_cls: 0.7  lr: 2e-05  "
+           "max_mem: 1710M\n")
+    (event,) = events(log)
+    assert (event.step, event.phase) == (4, "train")
+    (event,) = events(log.replace("Total training time", "Total inference time"))
+    assert (event.step, event.phase) == (None, "unknown")
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

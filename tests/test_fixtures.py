@@ -304,8 +304,6 @@ KNOWN_GAPS = {
     "'network/train-operation/gradients/...' is not read as training",
     "p421-wav2letter-finetune-ctc-epoch1-arrayfire.log": "held-out, scored only: not detected: flashlight's "
     "ArrayFire 'Failed to allocate memory of size ...' after 'Epoch 1 started!' (no event kind names ArrayFire)",
-    "p430-detectron2tutorial-940m-maskrcnn-iter1-hooks-after.log": "step/phase: detectron2's hooks summary ('Total "
-    "training time') and events line ('iter: 1 total_loss: ...') printed after the message are not read (train, 1)",
     "p437-rscnn-partseg-torch031-epoch1-thcudacheck-backward.log": "held-out, scored only: step: the progress line "
     "'[epoch   1:   0/499] \\t train loss: ...' is not read as the step",
     "p450-higherhrnet-dist-train-epoch19-spawn-sigkill-process1.log": "step: the ImageNet-example 'Epoch: [19][300/7922]' "

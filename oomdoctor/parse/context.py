@@ -821,6 +821,26 @@ def bar_right_after(markers: Markers, end: int, rank: int | None, source: str) -
     return None
 
 
+# detectron2's trainer, failing, still runs its hooks' after_train and the writers (its `finally:`): "Total training
+# time: 0:00:01 (...)" and then the last metrics line, "iter: 1  total_loss: ...": the iteration that failed.
+D2_TRAIN_ENDED = lazy(r"\bTotal training time: \d{1,6}:\d\d:\d\d\b")
+D2_ENDED_AFTER_LINES = 3
+
+
+def step_closed_after(markers: Markers, end: int, rank: int | None, source: str) -> Value | None:
+    """The step a training loop's closing report names right after the message (see D2_TRAIN_ENDED)."""
+    lines = markers.lines
+    end = past_hint(lines, end)
+    for i in range(end + 1, min(len(lines), end + 1 + D2_ENDED_AFTER_LINES)):
+        if _same_rank(lines[i], rank) and "Total training time" in lines[i].text and D2_TRAIN_ENDED.search(lines[i].text):
+            _, _, s_idx, steps = markers.for_rank(rank)
+            k = bisect_right(s_idx, i)
+            if k < len(steps) and steps[k].idx <= i + D2_ENDED_AFTER_LINES:
+                return Value(value=steps[k].n, evidence=_ev(source, lines[steps[k].idx]))
+            return None
+    return None
+
+
 EVAL_BAR_AFTER_LINES = 4
 
 

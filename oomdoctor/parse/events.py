@@ -631,7 +631,8 @@ class _EventReader:
                                                                                       source)
         if step is None and banner_phase is None:
             step = ctx.bar_right_after(self.markers, hit.end, rank, source) \
-                or ctx.ray_dedup_step_after(self.markers, hit.end, rank, source)
+                or ctx.ray_dedup_step_after(self.markers, hit.end, rank, source) \
+                or ctx.step_closed_after(self.markers, hit.end, rank, source)
             started = None if step else started
         frames = ctx.frames_before(lines, hit.idx, rank)
         if not frames:  # logged first, raised after: read the traceback printed after it
