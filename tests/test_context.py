@@ -924,6 +924,17 @@ def test_detectron2s_closing_report_after_the_message_names_the_failing_iteratio
     assert (event.step, event.phase) == (None, "unknown")
 
 
+def test_the_rest_of_a_prefixed_row_a_terminal_cut_keeps_the_rows_rank():
+    head = "[1,3]<stderr>:  what():  /src/kernels/hashtable_op_gpu.cu.cc:413"
+    row = head + "x" * (100 - len(head))
+    log = (row + "\n: CUDA error 2: out of memory\n[1,3]<stderr>:[host:87519] *** Process received signal ***\n"
+           "[1,2]<stderr>:" + "y" * 86 + "\n")
+    (event,) = events(log)
+    assert event.rank == 3
+    (event,) = events(log.replace(row, row[:-10]))  # a row narrower than the widest was not cut
+    assert event.rank is None
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -601,8 +601,16 @@ class _EventReader:
         """The source's launch command (read once, whatever the number of failures)."""
         return ctx.first_launch(self.lines)
 
+    @functools.cached_property
+    def widest(self) -> int:
+        """The widest row of the source: a row this wide may be one a terminal cut."""
+        return max((len(ln.raw) for ln in self.lines), default=0)
+
     def rank(self, hit: _Hit) -> tuple[int | None, Evidence | None]:
         first = self.lines[hit.idx]
+        if first.rank is None and hit.idx > 0 and (prev := self.lines[hit.idx - 1]).rank is not None \
+                and len(prev.raw) == self.widest and cut_row(self.lines, hit.idx - 1) and not prev.raw.endswith(" "):
+            return prev.rank, None  # the rest of a row a terminal cut: the launcher's prefix is on the row it came from
         if first.rank is None and hit.kind != "host_oom" and (named := ctx.rank_near(self.lines, hit.idx)):
             return named.value, ctx._ev(self.source, named.line)
         return first.rank, None
