@@ -319,6 +319,12 @@ KNOWN_GAPS = {
     "are not read as training",
     "p469-seafusion-colab-t4-message-in-fullwidth-quotes.log": "phase: the sentence quoting the message in "
     "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
+    "p475-deeplivecam-ort-stream-oom-glued-frame-bar.log": "events: two frames (1732, 1733) each failing with the same "
+                                                            "ONNX Runtime 'CUDA failure 2' are folded into one event",
+    "p476-facefusion-colab-ort-arena-session-init.log": "phase: ONNX Runtime's 'Exception during initialization' "
+                                                         "(creating an inference session) is not read as init",
+    "p479-roopunleashed-ort-cublas-create-then-arena.log": "gpu_index: ONNX Runtime's 'CUBLAS failure 3: "
+                                                            "CUBLAS_STATUS_ALLOC_FAILED ; GPU=0' loses its device",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
