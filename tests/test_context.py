@@ -899,6 +899,13 @@ def test_a_message_saying_the_model_was_being_loaded_is_set_up():
     assert event.phase == "init"
     (event,) = events("RuntimeError: Error while running the request: CUDA out of memory. Tried to allocate 20.00 MiB\n")
     assert event.phase == "unknown"
+    ort = ("2023-08-25 19:08:18.923557831 [E:onnxruntime:, inference_session.cc:1644 operator()] Exception during "
+           "initialization: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:368 void* onnxruntime::BFCArena::"
+           "AllocateRawInternal(size_t, bool) Failed to allocate memory for requested buffer of size 4718592\n")
+    (event,) = events(ort)
+    assert event.phase == "init"  # ONNX Runtime creating its session
+    (event,) = events(ort.replace("Exception during initialization: ", ""))
+    assert event.phase == "unknown"
 
 
 def test_a_spawned_worker_killed_after_the_scripts_epoch_banner_is_training():

@@ -255,8 +255,6 @@ KNOWN_GAPS = {
     "p236-rllm-verl-32b-32k-update-policy-cumem-process.log": "held-out, scored only: figures: the only process "
                                                               "clause (all the used memory, 7.5 GiB above the "
                                                               "reserve) is kept as another process",
-    "p323-cntk-cublas-failure-3-gpu0-blockquote.log": "held-out, scored only: gpu_index: CNTK's 'GPU=0' after its "
-                                                      "cuBLAS failure is not read",
     "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "
                                                                  "failure and the next allocation's raised one "
                                                                  "(same UR text) are read as one event",
@@ -321,10 +319,6 @@ KNOWN_GAPS = {
     "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
     "p475-deeplivecam-ort-stream-oom-glued-frame-bar.log": "events: two frames (1732, 1733) each failing with the same "
                                                             "ONNX Runtime 'CUDA failure 2' are folded into one event",
-    "p476-facefusion-colab-ort-arena-session-init.log": "phase: ONNX Runtime's 'Exception during initialization' "
-                                                         "(creating an inference session) is not read as init",
-    "p479-roopunleashed-ort-cublas-create-then-arena.log": "gpu_index: ONNX Runtime's 'CUBLAS failure 3: "
-                                                            "CUBLAS_STATUS_ALLOC_FAILED ; GPU=0' loses its device",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 

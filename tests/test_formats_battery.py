@@ -178,6 +178,9 @@ BATTERY = [
      "hostname=node0 ; file=/onnxruntime_src/onnxruntime/core/providers/cuda/cuda_stream_handle.cc ; line=175 ; "
      "expr=cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);", "cuda_error", True,
      {"gpu_index": 0}),  # hacksider/Deep-Live-Cam#584
+    ("onnxruntime cublas", "Error in execution: onnxruntime::CudaCall CUBLAS failure 3: CUBLAS_STATUS_ALLOC_FAILED ; "
+     "GPU=1 ; hostname=node0 ; file=/onnxruntime_src/onnxruntime/core/providers/cuda/cuda_stream_handle.cc ; line=51 ; "
+     "expr=cublasCreate(&cublas_handle_);", "cublas", True, {"gpu_index": 1}),  # C0untFloyd/roop-unleashed#425
     ("cntk", "RuntimeError: CUDA failure 2: out of memory ; GPU=0 ; hostname=node0 ; expr=cudaMalloc((void**) "
      "&deviceBufferPtr, sizeof(AllocatedElemType) * numElements)", "cuda_error", True,
      {"gpu_index": 0}),  # microsoft/CNTK#1591

@@ -1242,10 +1242,12 @@ MESSAGE_EVAL = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed) (?:while |when |duri
 
 
 # ... or while the model was being loaded or built: Triton's "failed to load 'llm' version 1: Internal: unexpected error
-# when creating modelInstanceState: ...", "Error while loading the model: ...".
+# when creating modelInstanceState: ...", "Error while loading the model: ...", ONNX Runtime's "[E:onnxruntime:,
+# inference_session.cc:1644 operator()] Exception during initialization: ...".
 MESSAGE_INIT = lazy(r"\b(?:[Ee]rror|[Ff]ailed|[Ff]ailure) (?:while |when |during )?(?:creating|loading|initiali[sz]ing) "
                     r"(?:the )?(?:model|modelInstanceState|engine|pipeline|checkpoint)\b|\bcreating modelInstanceState\b"
-                    r"|\bfailed to load '[^'\n]{1,120}' version \d")
+                    r"|\bfailed to load '[^'\n]{1,120}' version \d"
+                    r"|\] Exception during initialization: ")  # ONNX Runtime creating its session (inference_session.cc)
 
 
 MESSAGE_HEAD_CHARS = 2000  # what the failing line says before the OOM phrase, read back this far

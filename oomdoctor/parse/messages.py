@@ -29,9 +29,10 @@ TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16":
                   "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8, "qint8": 1,
                   "uint16": 2, "uint32": 4, "uint64": 8, "complex128": 16, "float128": 16}
 # TensorFlow's device names ("/job:localhost/replica:0/task:0/device:GPU:0"; before 1.4 ".../task:0/gpu:0"), its BFC
-# allocator's ("GPU_0_bfc"), NCCL's warning prefix ("[3] ... NCCL WARN")
+# allocator's ("GPU_0_bfc"), NCCL's warning prefix ("[3] ... NCCL WARN"), a CUDA call's check in ONNX Runtime and
+# CNTK ("CUBLAS failure 3: CUBLAS_STATUS_ALLOC_FAILED ; GPU=0 ; hostname=...")
 _GPU_INDEX = lazy(r"device:GPU:(?P<i>\d{1,20})|\bGPU[_ ](?P<j>\d{1,20})_bfc|\[(?P<k>\d{1,20})\] \S+ NCCL WARN"
-                  r"|/task:\d{1,6}/gpu:(?P<l>\d{1,20})\b")
+                  r"|/task:\d{1,6}/gpu:(?P<l>\d{1,20})\b|; GPU=(?P<m>\d{1,6}) ;")
 
 _OOM_WORDS = ("out of memory", "Tried to allocate")
 _XLA_WORDS = ("RESOURCE_EXHAUSTED", "esource exhausted", "ran out of memory", "Ran out of memory")
@@ -446,7 +447,7 @@ def figures(c: Classified, text: str) -> Figures:
     if f.get("gpu_index") is None:
         g = _GPU_INDEX.search(text)
         if g:
-            f["gpu_index"] = int(g["i"] or g["j"] or g["k"] or g["l"])
+            f["gpu_index"] = int(g["i"] or g["j"] or g["k"] or g["l"] or g["m"])
     return f
 
 
