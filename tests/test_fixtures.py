@@ -319,6 +319,14 @@ KNOWN_GAPS = {
     "are not read as training",
     "p469-seafusion-colab-t4-message-in-fullwidth-quotes.log": "phase: the sentence quoting the message in "
     "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
+    "p505-videoscore2-grpo-zero3-rank0-trainer-cut.log": "rank: an unprefixed message followed by its own [rank0] "
+                                                         "traceback gets no rank (as p231)",
+    "p507-oevortex-unsloth-ddp-seven-ranks-on-gpu5.log": "phase: another rank's traceback right after the message "
+                                                         "(trainer.train) is not read as training",
+    "p508-fira-qwen2-7b-4090-quoted-then-command.log": "held-out, scored only: phase: a fine-tuning command pasted "
+                                                       "after the message is not read as training",
+    "p509-llamatuner-70b-qlora-two-procs-interleaved.log": "held-out, scored only: phase: from_pretrained/quantize_4bit "
+                                                           "frames interleaved around the message are not read as init",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
