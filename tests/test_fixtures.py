@@ -319,6 +319,14 @@ KNOWN_GAPS = {
     "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
     "p475-deeplivecam-ort-stream-oom-glued-frame-bar.log": "events: two frames (1732, 1733) each failing with the same "
                                                             "ONNX Runtime 'CUDA failure 2' are folded into one event",
+    "p505-videoscore2-grpo-zero3-rank0-trainer-cut.log": "rank: an unprefixed message followed by its own [rank0] "
+                                                         "traceback gets no rank (as p231)",
+    "p507-oevortex-unsloth-ddp-seven-ranks-on-gpu5.log": "phase: another rank's traceback right after the message "
+                                                         "(trainer.train) is not read as training",
+    "p508-fira-qwen2-7b-4090-quoted-then-command.log": "held-out, scored only: phase: a fine-tuning command pasted "
+                                                       "after the message is not read as training",
+    "p509-llamatuner-70b-qlora-two-procs-interleaved.log": "held-out, scored only: phase: from_pretrained/quantize_4bit "
+                                                           "frames interleaved around the message are not read as init",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
