@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from oomdoctor.estimate import ActivationEstimate, activations
 from oomdoctor.modelshapes import params_in_name, quantised_bytes_per_weight, shape_of
-from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, ParseResult, RunContext
+from oomdoctor.parse.model import Evidence, MemorySample, OOMEvent, OtherProcess, ParseResult, RunContext
 from oomdoctor.units import IMPLAUSIBLE_BYTES, MIB
 from oomdoctor.verify.rounding import allocation_size, round_size
 
@@ -19,6 +19,12 @@ FactType = Literal["bytes", "int", "float", "bool", "str"]
 # 0.3-0.5 GiB with CUDA's lazy module loading (PyTorch 1.13+ sets it), about 1 GiB when every kernel is loaded.
 # On a small card that alone is a large share; only what lies beyond it points at another process.
 CUDA_CONTEXT_BYTES = 1 << 30
+
+# Other processes that each hold about one bare CUDA context (200 MiB to 1.5 GiB, within a quarter of each other) are
+# the job's other ranks or workers that created their context on this GPU: a rank's first CUDA call before it picked
+# its own device lands on the current one, device 0 unless set.
+CONTEXT_ALIKE_BYTES = (200 * MIB, 1536 * MIB)
+CONTEXT_ALIKE_SPREAD = 1.25
 
 # What a full card still reports free after cudaMalloc has failed: the driver hands out 2 MiB pages and
 # keeps some for its own page tables, so a few tens of MiB "free" beside a failed request is a full card,
@@ -145,6 +151,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "other_processes_bytes": ("bytes", "sum of other processes' NVML usage (0 when NVML listed none)"),
     "other_processes_count": ("int", "other processes NVML listed on the GPU"),
     "other_processes_fraction_of_total": ("float", "other processes' usage / total"),
+    "other_processes_alike_contexts": ("bool", "two or more other processes, each holding about one CUDA context and about the same (CONTEXT_ALIKE_BYTES): sibling ranks or workers whose context landed on this GPU"),
     "non_pytorch_bytes": ("bytes", "this process beyond the allocator: CUDA context, cuBLAS, NCCL, ..."),
     "non_pytorch_fraction_of_total": ("float", "non_pytorch_bytes / total"),
     "outside_pytorch_bytes": ("bytes", "total - free - reserved: memory on the GPU not reserved by this PyTorch"),
@@ -227,6 +234,7 @@ _DEPENDS: dict[str, tuple[str, ...]] = {
     "allowed_fraction_of_total": ("allowed_bytes", "total_bytes"),
     "other_processes_bytes": ("other_processes",),
     "other_processes_fraction_of_total": ("other_processes", "total_bytes"),
+    "other_processes_alike_contexts": ("other_processes",),
     "non_pytorch_bytes": ("process_in_use_bytes", "reserved_bytes"),
     "non_pytorch_fraction_of_total": ("process_in_use_bytes", "reserved_bytes", "total_bytes"),
     "outside_pytorch_bytes": ("total_bytes", "free_bytes", "reserved_bytes"),
@@ -310,6 +318,7 @@ def _figures(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence,
         "other_processes_bytes": others,
         "other_processes_count": len(event.other_processes) if others is not None else None,
         "other_processes_fraction_of_total": _ratio(others, total),
+        "other_processes_alike_contexts": None if others is None else _alike_contexts(event.other_processes),
         "non_pytorch_bytes": None if event.process_in_use_bytes is None or reserved is None
         else event.process_in_use_bytes - reserved,
         "outside_pytorch_bytes": None if total is None or free is None or reserved is None else total - free - reserved,
@@ -365,6 +374,13 @@ def _eval_bar(event: OOMEvent, out: dict[str, Any], ev: dict[str, tuple[Evidence
         out[name] = event.detail.get(name)
         if out[name] is not None:
             ev[name] = (event.evidence["eval_progress"],)
+
+
+def _alike_contexts(others: tuple[OtherProcess, ...]) -> bool:
+    """Whether the other processes look like one CUDA context each of a job's siblings (see CONTEXT_ALIKE_BYTES)."""
+    sizes = [p.bytes for p in others]
+    low, high = CONTEXT_ALIKE_BYTES
+    return len(sizes) >= 2 and all(low <= b <= high for b in sizes) and max(sizes) <= CONTEXT_ALIKE_SPREAD * min(sizes)
 
 
 def _siblings(facts: ParseResult, event: OOMEvent, out: dict[str, Any]) -> None:

@@ -378,6 +378,11 @@ def _fused_ce(d: Derived) -> tuple[Changes, str | None]:
 
 def _free_other(d: Derived) -> tuple[Changes, str | None]:
     others = _v(d, "other_processes_bytes")
+    if _v(d, "other_processes_alike_contexts"):  # the job's own ranks created their contexts on this GPU
+        return {"code": "local_rank = int(os.environ['LOCAL_RANK'])\n"
+                        "torch.cuda.set_device(local_rank)  # first, before any CUDA call\n"
+                        "model = model.to(local_rank)          # not .cuda() or 'cuda:0'"}, \
+            (f"the other ranks' contexts ({format_bytes(others)}) stay on their own GPUs" if others else None)
     return {"shell": "nvidia-smi --query-compute-apps=pid,used_memory --format=csv  # then stop it, or\n"
                      "CUDA_VISIBLE_DEVICES=<a free GPU> python train.py ..."}, \
         (f"{format_bytes(others)} held by other processes comes back" if others else None)

@@ -281,3 +281,10 @@ def test_vllms_no_room_for_the_kv_cache_is_not_told_to_shrink_the_cache():
     tgi = build_fix("lower-gpu-memory-utilization", run(kind="kv_cache", message_says="prefill_warmup",
                                                         stack_serving_engine=True, inference_only=True)).changes
     assert "--max-batch-prefill-tokens" in tgi["serving_engine"]["text-generation-inference"]
+
+
+def test_other_ranks_contexts_on_this_gpu_get_device_selection_code_not_a_process_to_stop():
+    fix = build_fix("free-other-process", run(other_processes_alike_contexts=True, other_processes_bytes=3 << 30))
+    assert "torch.cuda.set_device(local_rank)" in fix.changes["code"] and "shell" not in fix.changes
+    fix = build_fix("free-other-process", run(other_processes_alike_contexts=False, other_processes_bytes=3 << 30))
+    assert "nvidia-smi" in fix.changes["shell"] and "code" not in fix.changes
