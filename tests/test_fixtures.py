@@ -319,6 +319,10 @@ KNOWN_GAPS = {
     "are not read as training",
     "p469-seafusion-colab-t4-message-in-fullwidth-quotes.log": "phase: the sentence quoting the message in "
     "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
+    "p490-dlib-segmentation-epoch10-cudamalloc.log": "not detected: dlib's uncaught dlib::cuda_error 'Error while "
+    "calling cudaMalloc(...) in file .../gpu_data.cpp:190. code: 2, reason: out of memory'",
+    "p491-nrtk-explorer-embeddings-two-refusals.log": "line: a 2.x message cut after '. GPU' inside an inline-code "
+    "span is joined with the next two lines as if wrapped, so the second message (line 7) is reported at line 5",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
