@@ -323,6 +323,8 @@ KNOWN_GAPS = {
     "calling cudaMalloc(...) in file .../gpu_data.cpp:190. code: 2, reason: out of memory'",
     "p491-nrtk-explorer-embeddings-two-refusals.log": "line: a 2.x message cut after '. GPU' inside an inline-code "
     "span is joined with the next two lines as if wrapped, so the second message (line 7) is reported at line 5",
+    "p494-swa-start-epoch-bare-message-in-prose.log": "held-out, scored only: not detected: a bare 'RuntimeError: "
+    "CUDA out of memory.' glued inside a sentence of prose",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
