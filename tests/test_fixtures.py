@@ -327,8 +327,8 @@ KNOWN_GAPS = {
                                                        "after the message is not read as training",
     "p509-llamatuner-70b-qlora-two-procs-interleaved.log": "held-out, scored only: phase: from_pretrained/quantize_4bit "
                                                            "frames interleaved around the message are not read as init",
-    "p490-dlib-segmentation-epoch10-cudamalloc.log": "not detected: dlib's uncaught dlib::cuda_error 'Error while "
-    "calling cudaMalloc(...) in file .../gpu_data.cpp:190. code: 2, reason: out of memory'",
+    "p490-dlib-segmentation-epoch10-cudamalloc.log": "phase: dlib's epoch lines, flushed after its unbuffered error "
+    "(stdout after stderr), are not read as the training the failure came in",
     "p491-nrtk-explorer-embeddings-two-refusals.log": "line: a 2.x message cut after '. GPU' inside an inline-code "
     "span is joined with the next two lines as if wrapped, so the second message (line 7) is reported at line 5",
     "p494-swa-start-epoch-bare-message-in-prose.log": "held-out, scored only: not detected: a bare 'RuntimeError: "

@@ -102,6 +102,8 @@ EXAMPLES = [
     # ^ Apple MLX: one buffer over Metal's per-buffer limit (the limit is not the device's memory)
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
     ("RuntimeError: CUDA Error 2, out of memory", "cuda_error", None, {}),  # tinygrad's runtime/ops_cuda.py check()
+    ("  what():  Error while calling cudaMalloc(&data, new_size*sizeof(float)) in file /src/dlib/dnn/gpu_data.cpp:190. "
+     "code: 2, reason: out of memory", "cuda_error", None, {}),  # dlib::cuda_error (dlib/cuda/cuda_errors.h)
     ("Failed to allocate memory of size 2.50 GiB (Device: 1, Capacity: 15.75 GiB, Allocated: 14.20 GiB, Cached: 310.00 "
      "MiB) with error 'ArrayFire Exception (Device out of memory:101):", "cuda_error", None,
      {"requested_bytes": b("2.50", 3), "gpu_index": 1, "total_bytes": b("15.75", 3), "allocated_bytes": b("14.20", 3)}),

@@ -284,6 +284,9 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("XGBOOST_DEVICE", ("Memory allocation error on worker",), P.XGBOOST_DEVICE, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "free_bytes": int(m["free"])}, own_allocator=True),
     MessageFormat("CTRANSLATE2", ("CUDA failed with error out of memory",), None, "cuda_error", own_allocator=True),
+    # dlib's CUDA wrapper: "Error while calling cudaMalloc(&data, ...) in file .../gpu_data.cpp:190. code: 2, reason: out
+    # of memory" (dlib::cuda_error)
+    MessageFormat("DLIB_CUDA", ("code: 2, reason: out of memory",), None, "cuda_error", own_allocator=True),
     # tinygrad's CUDA runtime checking a driver call: "CUDA Error 2, out of memory" (CUDA_ERROR_OUT_OF_MEMORY = 2)
     MessageFormat("TINYGRAD_CUDA", ("CUDA Error 2, out of memory",), None, "cuda_error", own_allocator=True),
     MessageFormat("CUDA_ERROR", (*_OOM_WORDS, "cudaErrorMemoryAllocation"), P.CUDA_ERROR_STRICT, "cuda_error",
