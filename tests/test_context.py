@@ -942,6 +942,15 @@ def test_the_rest_of_a_prefixed_row_a_terminal_cut_keeps_the_rows_rank():
     assert event.rank is None
 
 
+def test_an_unprefixed_message_right_before_a_ranks_traceback_is_that_ranks():
+    tb = ("[rank2]: Traceback (most recent call last):\n"
+          '[rank2]:   File "/workspace/train.py", line 77, in train\n[rank2]:     trainer.train()\n')
+    (event,) = events(MSG + tb)
+    assert event.rank == 2
+    (event,) = events(MSG + "\n" + tb)  # a blank line between: the traceback may be another failure's
+    assert event.rank is None
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

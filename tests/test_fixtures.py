@@ -243,8 +243,6 @@ KNOWN_GAPS = {
                                                                 "read as training",
     "p230-dotsocr-vllm-74gib-profile-rank0-warning.log": "held-out, scored only: rank: the failing process's own "
                                                          "[rank0] exit warning after an unprefixed message is not read",
-    "p231-s1-h200-qwen32b-sft-rank0-trainer-cut.log": "held-out, scored only: rank: an unprefixed message followed "
-                                                      "by its own [rank0] traceback gets no rank",
     "p232-primus-torchtitan-mi350-hip-elastic-root-cause.log": "held-out, scored only: rank: the root-cause block "
                                                                "after the message (another rank's) lends it rank 4",
     "p233-prime-verl-ray-node-oom-after-adv-ansi.log": "held-out, scored only: phase: Ray's node OOM after the "
@@ -319,8 +317,6 @@ KNOWN_GAPS = {
     "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
     "p475-deeplivecam-ort-stream-oom-glued-frame-bar.log": "events: two frames (1732, 1733) each failing with the same "
                                                             "ONNX Runtime 'CUDA failure 2' are folded into one event",
-    "p505-videoscore2-grpo-zero3-rank0-trainer-cut.log": "rank: an unprefixed message followed by its own [rank0] "
-                                                         "traceback gets no rank (as p231)",
     "p507-oevortex-unsloth-ddp-seven-ranks-on-gpu5.log": "phase: another rank's traceback right after the message "
                                                          "(trainer.train) is not read as training",
     "p508-fira-qwen2-7b-4090-quoted-then-command.log": "held-out, scored only: phase: a fine-tuning command pasted "

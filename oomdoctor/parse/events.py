@@ -611,6 +611,10 @@ class _EventReader:
         if first.rank is None and hit.idx > 0 and (prev := self.lines[hit.idx - 1]).rank is not None \
                 and len(prev.raw) == self.widest and cut_row(self.lines, hit.idx - 1) and not prev.raw.endswith(" "):
             return prev.rank, None  # the rest of a row a terminal cut: the launcher's prefix is on the row it came from
+        if first.rank is None and hit.end + 1 < len(self.lines) and (nxt := self.lines[hit.end + 1]).rank is not None \
+                and nxt.number == self.lines[hit.end].end + 1 and _TRACEBACK_START.match(nxt.text):
+            # the exception's own traceback, under its rank, on the very next line
+            return nxt.rank, ctx._ev(self.source, nxt)
         if first.rank is None and hit.kind != "host_oom" and (named := ctx.rank_near(self.lines, hit.idx)):
             return named.value, ctx._ev(self.source, named.line)
         return first.rank, None
