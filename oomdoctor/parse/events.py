@@ -359,12 +359,16 @@ def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     return cut_row(lines, i - 1) and prev.rank == line.rank and not prev.raw.endswith(" ") and not has_trigger(prev.text)
 
 
-def _find_hits(lines: Sequence[Line], terminal: int | None = None) -> Iterator[_Hit]:
+def _widest(lines: Sequence[Line], terminal: int | None) -> int:
+    """Where a terminal cut rows, if anywhere: the width the log tells (see normalize.unwrap), else its widest row."""
+    return terminal or max((len(ln.raw) for ln in lines), default=0)
+
+
+def _find_hits(lines: Sequence[Line], terminal: int | None, widest: int) -> Iterator[_Hit]:
     """Every OOM message in the lines, in order: where it starts and ends, its kind, its match (`terminal`: the width
-    the log was hard-wrapped at, when it tells one)."""
+    the log was hard-wrapped at, when it tells one; `widest`: _widest)."""
     memo: dict[str, Classified | None] = {}
     nxt = _NextMessage(lines)
-    widest = terminal or max((len(ln.raw) for ln in lines), default=0)  # where a terminal cut rows, if anywhere
     i = 0
     while i < len(lines):
         t, trigger = lines[i].text, i
@@ -409,9 +413,10 @@ def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], Run
     # it, when the source holds none of them (no line can), instead of testing every line.
     whole = "\n".join([ln.text for ln in lines])
     root_rank = _root_cause_rank(lines, source) if P.ROOT_CAUSE_TEXT in whole else None
-    hits = _find_hits(lines, terminal)  # a generator: hits are read one at a time, never all held
+    widest = _widest(lines, terminal)
+    hits = _find_hits(lines, terminal, widest)  # a generator: hits are read one at a time, never all held
     first_hit = next(hits, None)
-    reader = _EventReader(lines, source, root_rank, ctx.Markers(lines, whole) if first_hit else ctx.Markers(()))
+    reader = _EventReader(lines, source, root_rank, ctx.Markers(lines, whole) if first_hit else ctx.Markers(()), widest)
     events: list[OOMEvent] = []
     seen: dict[str, int] = {}  # dedupe key -> index in events
     echoed: dict[str, int] = {}  # a ranked event's key without its rank -> index in events
@@ -594,17 +599,13 @@ class _EventReader:
     source: str
     root_rank: Value | None
     markers: ctx.Markers
+    widest: int  # where a terminal cut rows (_widest)
     figures_of: dict[str, dict] = field(default_factory=dict)
 
     @functools.cached_property
     def launch(self) -> tuple[int, ctx.Witness | None] | None:
         """The source's launch command (read once, whatever the number of failures)."""
         return ctx.first_launch(self.lines)
-
-    @functools.cached_property
-    def widest(self) -> int:
-        """The widest row of the source: a row this wide may be one a terminal cut."""
-        return max((len(ln.raw) for ln in self.lines), default=0)
 
     def rank(self, hit: _Hit) -> tuple[int | None, Evidence | None]:
         first = self.lines[hit.idx]
