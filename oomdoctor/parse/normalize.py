@@ -132,10 +132,8 @@ def normalize(number: int, raw: str) -> list[Line]:
             if (line := _segment(number, piece)) is not None:
                 if k == 0:
                     rank = line.rank
-                elif line.rank is None:  # the launcher's prefix is the physical line's: each of its lines has it
-                    line = line._replace(escaped=True, rank=rank)
-                else:
-                    line = line._replace(escaped=True)
+                else:  # the launcher's prefix is the physical line's: each of its lines has it
+                    line = line._replace(escaped=True, rank=rank if line.rank is None else line.rank)
                 out.append(line)
     return out
 
