@@ -984,6 +984,9 @@ SERVING_BANNER = lazy(r"Uvicorn running on https?://|Application startup complet
                       r"|server is listening on https?://|HTTP server listening|^Serving on https?://"
                       r"|^Listening on (?:\[[\da-f:]{2,40}\]|[\w.-]{1,64}):\d{2,5}\b|Running on local URL:\s{0,4}https?://"
                       r"|To see the GUI go to: https?://")
+# llama.cpp's functions that load its model and create its context (their 2023 and 2025 names): a line they print
+# before a failure is set-up (INIT_BANNER), and their "failed" after it says the set-up failed (events.LLAMA_INIT_FAILED).
+LLAMA_SETUP_FUNCS = r"llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors"
 INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|loading weights"
                    # a script's own loading line: "Load pretraining parameters from ...", "-- loading /models/..."
                    r"|^[-=>*#\s]{0,6}[Ll]oad(?:ing)? (?:the )?(?:pre-?train(?:ed|ing) )?(?:model|parameters|params|weights"
@@ -1000,8 +1003,7 @@ INIT_BANNER = lazy(r"Loading checkpoint shards|Loading model|Creating model|load
                    # llama.cpp and its forks building the model and its context (KV cache, compute buffers), ggml's
                    # CUDA start-up ("ggml_init_cublas: found 2 CUDA devices:", later "ggml_cuda_init: ...") and the
                    # first line llama.cpp's main printed ("main: build = 1233 (98311c4)")
-                   r"|^(?:llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors|llama_kv_cache_init"
-                   r"|ggml_init_cublas|ggml_cuda_init):|^main: build = \d"
+                   r"|^(?:" + LLAMA_SETUP_FUNCS + r"|llama_kv_cache_init|ggml_init_cublas|ggml_cuda_init):|^main: build = \d"
                    r"|\bload_model: loading model\b")  # llama-server: "srv    load_model: loading model '<path>'"
 
 

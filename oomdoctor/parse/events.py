@@ -804,9 +804,8 @@ DECODE_FAILED = lazy(r"^\s{0,8}(?:llama_decode: failed to decode|llama_eval: fai
 # ... or that building the model or its context failed: llama.cpp's "llama_new_context_with_model: failed to allocate
 # compute buffers", "llama_init_from_gpt_params: error: failed to create context with model ...", "llama_model_load:
 # error loading model: ...", "llm_load_tensors: failed to allocate ..." (and their 2025 names): set-up
-LLAMA_INIT_FAILED = lazy(r"^\s{0,8}(?:llama_new_context_with_model|llama_init_from_model|llama_init_from_gpt_params"
-                         r"|common_init_from_params|llama_model_load|llama_load_model_from_file|llm_load_tensors"
-                         r"|load_tensors): (?:error:? )?(?:failed|error loading model)\b")
+LLAMA_INIT_FAILED = lazy(r"^\s{0,8}(?:" + ctx.LLAMA_SETUP_FUNCS + r"|llama_init_from_gpt_params|common_init_from_params"
+                         r"|llama_model_load|llama_load_model_from_file): (?:error:? )?(?:failed|error loading model)\b")
 CALLER_SAID = ((LOADING_FAILED, "init"), (DECODE_FAILED, "generate"), (LLAMA_INIT_FAILED, "init"))
 CALLER_SAID_LOOKAHEAD_LINES = 12
 
