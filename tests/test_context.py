@@ -467,6 +467,27 @@ def test_pytests_long_traceback_after_the_failure_line_gives_the_phase():
     assert events(report)[0].phase == "train"
 
 
+def test_frames_behind_a_child_process_label_are_read():
+    # Ray actors and vLLM workers label each line with the process ("(WorkerDict pid=8812)", "(Worker_TP1 pid=..)");
+    # a logging header may follow the label. The traceback under it is read, with no rank from the label.
+    actor = ("(WorkerDict pid=8812) Traceback (most recent call last):\n"
+             '(WorkerDict pid=8812)   File "/workspace/verl/workers/fsdp_workers.py", line 610, in update_actor\n'
+             '(WorkerDict pid=8812)   File "/workspace/verl/workers/actor/dp_actor.py", line 380, in train_step\n'
+             "(WorkerDict pid=8812) " + MSG)
+    (event,) = events(actor)
+    assert (event.rank, event.phase) == (None, "train")
+    head = "(Worker_PP0_TP1 pid=162486) ERROR 08-14 16:06:55 [multiproc_executor.py:1020] "
+    worker = (head + "Traceback (most recent call last):\n"
+              + head + '  File "/workspace/vllm/v1/worker/gpu_model_runner.py", line 88, in generate\n'
+              + "(EngineCore_DP0 pid=162129) ERROR 08-14 16:06:55 [core.py:1349] " + MSG)
+    (event,) = events(worker)
+    assert (event.rank, event.phase) == (None, "generate")
+    assert event.detail.get("raised_in_engine") == "vllm"  # the label stays readable in the line's raw text
+    # a label with no pid is not a process label; a parenthesis in the text is left alone
+    (event,) = events("(raylet) " + MSG)
+    assert event.phase == "unknown"
+
+
 def _config(*texts: str) -> dict:
     cfg = config_from([Line(number=i + 1, rank=None, text=t, raw=t) for i, t in enumerate(texts)], "train.log")
     return {k: v.value for k, v in cfg.items()}

@@ -279,8 +279,9 @@ KNOWN_GAPS = {
     "('CUDA out of memory with 5,000 test samples.') above the wrapped message is not read as prediction (eval)",
     "p381-textgcn-model-cuda-28gib-numbered-cut.log": "held-out, scored only: phase: the module-level frame moving "
     "the model to the GPU ('model_func = model_func.cuda()') is not read as init",
-    "p386-vllm-backport-enginecore-worker-failed-tp8.log": "phase: a vLLM worker's logits-processor frames "
-    "(Worker_TP1 prefix) before the engine core's 'Worker failed with error' quote are not read as generate",
+    "p386-vllm-backport-enginecore-worker-failed-tp8.log": "phase: a vLLM worker's logits-processor frames (read "
+    "under the Worker_TP1 label since 2026-11-29) before the engine core's 'Worker failed with error' quote name no "
+    "phase: only the private-pool (CUDA graph) memory says serving had begun",
     "p387-milabench-llava-single-report-bar-prefix.log": "phase: an 'optimizer.step()' frame behind milabench's "
     "'| ' report bar is not read as training",
     "p389-exo-tinygrad-shard-cuda-error-2.log": "phase: exo's 'Error processing tensor for shard ...' (a shard's "

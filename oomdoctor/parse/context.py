@@ -12,7 +12,7 @@ import regex
 
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
-from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row
+from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row, strip_prefixes
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
@@ -1636,10 +1636,12 @@ _HF_BANNER_KEYS = {"Instantaneous batch size per device": "per_device_train_batc
                    "Batch size": "per_device_eval_batch_size"}
 PEFT_OFF = lazy(r"\buse_peft['\"]?\s{0,2}[=:]\s{0,2}False\b")
 LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lora\b|finetuning_type:\s{0,3}lora")
-# vLLM V1 labels each line with the process that wrote it: "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] ...",
-# "(EngineCore_0 pid=...)", "(VllmWorker rank=1 pid=...)" (the engine and its workers; "(APIServer pid=...)" serves).
-_VLLM_ENGINE = r"EngineCore(?:_\d{1,3})?|VllmWorker(?: rank=\d{1,4})?"
-VLLM_PROCESS = lazy(r"^\((?:" + _VLLM_ENGINE + r") pid=\d{1,10}\)")
+# vLLM labels each line with the process that wrote it: "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] ...",
+# "(EngineCore_0 pid=...)", "(EngineCore_DP1 pid=...)", its workers "(VllmWorker rank=1 pid=...)", "(Worker_TP1 pid=...)",
+# "(Worker_PP0_TP1_EP1 pid=...)", V0's "(VllmWorkerProcess pid=...)"; "(APIServer pid=...)" serves.
+_VLLM_ENGINE = (r"EngineCore(?:_(?:DP)?\d{1,3})?|VllmWorker(?: rank=\d{1,4})?|VllmWorkerProcess"
+                r"|Worker(?:_(?:DP|PP|PCP|TP|DCP|EP)\d{1,4}){1,6}")
+VLLM_PROCESS = lazy(r"\((?:" + _VLLM_ENGINE + r") pid=\d{1,10}\)")  # in the prefix taken off a line
 STACKS: dict[str, regex.Pattern[str]] = {
     # a bare trainer.py frame only with a function HF's Trainer alone has (Lightning, Chainer and others have trainer.py);
     # its banner only when the user's own script did not log it: the accelerate and diffusers example loops print the
@@ -1701,7 +1703,7 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "rl_trainer": ("trainer", "grpoconfig", "_generate_and_score_completions", "verl", "openrlhf"),
     "torchtitan": ("torchtitan",),
     "megatron": ("megatron",),
-    "vllm": ("vllm", "enginecore", "apiserver pid="),
+    "vllm": ("vllm", "enginecore", "apiserver pid=", "worker_"),
     "serving_engine": ("lmdeploy", "turbomind", "[tm][", "generation", "sglang", "tensorrt", "fastertransformer", "llama_",
                        "llama-server", "llm_load_tensors", "ggml_", "ollama"),
     "diffusion": ("diffusers", "DiffusionPipeline", "StableDiffusion", "comfy", "ComfyUI", "KSampler",
@@ -2177,10 +2179,15 @@ def _hand_figures(ln: Line) -> dict[str, int]:
 # ---- ranks -------------------------------------------------------------------------------------------
 # Where a log names the failing rank without a line prefix: torch.multiprocessing.spawn's failure header,
 # Lightning-style "[rank: 3]" / "(rank: 3/8)" banners, "on rank 3" in warnings and errors.
-# Ray Train: a worker's lines carry its actor's prefix, "(RayTrainWorker pid=25256, ip=10.0.0.5) text", and the
-# controller lists which pid holds which rank ("- (ip=10.0.0.5, pid=25256) world_rank=1, local_rank=1, ...") or
-# the worker says it when it joins ("(RayTrainWorker pid=25230) Setting up process group for: env:// [rank=0, ...").
-RAY_WORKER = lazy(r"^\(RayTrainWorker pid=(?P<pid>\d{1,10})(?:, ip=[\w.:-]{1,64})?\)\s?")
+# A process label before each line a child process writes: Ray's actors and tasks ("(RayTrainWorker pid=25256,
+# ip=10.0.0.5) text", "(WorkerDict pid=8812)", "(pid=4410)"), vLLM V1's engine and workers ("(EngineCore_DP0 pid=4108)",
+# "(Worker_PP1_TP0 pid=..)", "(VllmWorker rank=1 pid=..)"). The program's own logging prefix may follow it.
+PROCESS_LABEL = lazy(r"^\((?:(?P<name>[A-Za-z_][\w.:/-]{0,100})(?: rank=\d{1,5})? )?pid=(?P<pid>\d{1,10})"
+                     r"(?:, ip=[\w.:-]{1,64})?\)\s?")
+# Ray Train: the controller lists which worker pid holds which rank ("- (ip=10.0.0.5, pid=25256) world_rank=1,
+# local_rank=1, ...") or the worker says it when it joins ("(RayTrainWorker pid=25230) Setting up process group for:
+# env:// [rank=0, ...").
+RAY_TRAIN_WORKER = "RayTrainWorker"
 RAY_RANK_OF_PID = lazy(r"\bpid=(?P<pid>\d{1,10})\) world_rank=(?P<rank>\d{1,6})\b"
                        r"|^\(RayTrainWorker pid=(?P<pid>\d{1,10})[^)]{0,80}\) Setting up process group for: \S{1,200} "
                        r"\[rank=(?P<rank>\d{1,6})\b")
@@ -2220,15 +2227,22 @@ def join_cut_frames(lines: Sequence[Line]) -> Sequence[Line]:
     return lines if out is None else out
 
 
-def with_ray_ranks(lines: Sequence[Line]) -> Sequence[Line]:
-    """Ray Train workers' lines with their actor prefix removed and the rank its pid holds, when the log says it."""
-    if not any(ln.text.startswith("(RayTrainWorker pid=") for ln in lines):
+def without_process_labels(lines: Sequence[Line]) -> Sequence[Line]:
+    """Lines with a child process's label (PROCESS_LABEL) and the logging prefix after it removed; a Ray Train
+    worker's line takes the rank its pid holds, when the log says it. The label stays in the line's raw text."""
+    if not any(ln.text.startswith("(") and "pid=" in ln.text[:120] for ln in lines):
         return lines
     ranks = {m["pid"]: int(m["rank"]) for ln in lines if "pid=" in ln.text and (m := RAY_RANK_OF_PID.search(ln.text))}
     out = []
     for ln in lines:
-        m = RAY_WORKER.match(ln.text) if ln.rank is None else None
-        out.append(ln._replace(rank=ranks.get(m["pid"]), text=ln.text[m.end():]) if m else ln)
+        m = PROCESS_LABEL.match(ln.text) if ln.text.startswith("(") else None
+        if m is None:
+            out.append(ln)
+            continue
+        rank, text = strip_prefixes(ln.text[m.end():])
+        if m["name"] == RAY_TRAIN_WORKER and ln.rank is None:
+            rank = ranks.get(m["pid"])
+        out.append(ln._replace(rank=ln.rank if ln.rank is not None else rank, text=text))
     return out
 
 

@@ -408,7 +408,7 @@ def _find_hits(lines: Sequence[Line], terminal: int | None, widest: int) -> Iter
 def parse_lines(lines: Sequence[Line], source: str) -> tuple[list[OOMEvent], RunContext]:
     """Every OOM event in one source's normalised lines, in order, plus the run's context."""
     lines, terminal = unwrap(lines, has_trigger)
-    lines = ctx.with_ray_ranks(ctx.join_cut_frames(lines))
+    lines = ctx.without_process_labels(ctx.join_cut_frames(lines))
     # The source's text in one string: a pass that reads only lines holding some literal is skipped, one search over
     # it, when the source holds none of them (no line can), instead of testing every line.
     whole = "\n".join([ln.text for ln in lines])
@@ -636,7 +636,7 @@ class _EventReader:
         # vLLM's own engine or worker process raised it, not a process beside it (its label opens the message's line,
         # or the row before when a terminal cut the message's start onto the next row)
         rows = (lines[hit.idx - 1], first) if hit.idx > 0 and cut_row(lines, hit.idx - 1) else (first,)
-        if any("pid=" in row.text and ctx.VLLM_PROCESS.match(row.text) for row in rows):
+        if any("pid=" in row.raw and ctx.VLLM_PROCESS.search(row.raw, 0, len(row.raw) - len(row.text)) for row in rows):
             detail["raised_in_engine"] = "vllm"
         if hit.c.fmt.own_allocator:  # a library's own device allocation, not PyTorch's caching allocator
             detail["own_allocator"] = True
