@@ -972,6 +972,23 @@ def test_an_unprefixed_message_right_before_a_ranks_traceback_is_that_ranks():
     assert event.rank is None
 
 
+def test_another_ranks_traceback_right_after_a_ranks_message_tells_the_phase():
+    # torchrun: rank 5's message, then rank 3's traceback (the ranks run one program in step)
+    tb = ("[rank3]: Traceback (most recent call last):\n"
+          '[rank3]:   File "/workspace/finetune.py", line 112, in <module>\n[rank3]:     stats = trainer.train()\n'
+          '[rank3]:   File "/venv/lib/python3.10/site-packages/transformers/trainer.py", line 2237, in train\n')
+    (event,) = events("[rank5]: " + MSG + tb)
+    assert (event.rank, event.phase) == (5, "train")
+    # a launcher's wrapper alone ("_training_function" runs predict runs too) says too little about another process
+    wrapper = tb.replace("stats = trainer.train()", "_training_function(config)").replace("in train\n", "in run_sft\n")
+    wrapper = wrapper.replace("in <module>", "in _training_function")
+    (event,) = events("[rank5]: " + MSG + wrapper)
+    assert event.phase == "unknown"
+    # the rank's own traceback, or a blank line between, is not borrowed
+    (event,) = events("[rank5]: " + MSG + "\n" + tb)
+    assert event.phase == "unknown"
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -154,8 +154,11 @@ KNOWN_GAPS = {
                                                        "as the step",
     "p147-clipinterrogatorext-flavor-chain-12gb.log": "held-out, scored only: an inference tool's 'Flavor chain' bar is "
                                                       "read as a training loop",
-    "p149-hunyuanvideo-xdit-hip-rank3.log": "phase: rank 3's message, then rank 2's traceback (predict): another "
-                                            "rank's frames are not borrowed",
+    "b-msswift-rlhf-rank15-private-pools.log": "held-out, scored only (not viewed): its sidecar keeps phase unknown "
+    "under the earlier convention that another rank's traceback says nothing of this rank's phase; since 2026-11-29 "
+    "a traceback of another rank right after the message, with a phase's frame by name, is read (train)",
+    "p149-hunyuanvideo-xdit-hip-rank3.log": "phase: rank 3's message, then rank 2's traceback (borrowed since "
+    "2026-11-29): its frame, the video sampler's predict(), reads as evaluation where it samples (generate)",
     "p149-hyavatar-h100-audio-sampling.log": "held-out, scored only: a lone 'Process N has' clause larger than the "
                                              "card is read as this process",
     "p149-wan21-t2v13b-vae-pad-12g.log": "held-out, scored only: phase: a VAE's F.pad frames are not read as generation",
@@ -318,8 +321,6 @@ KNOWN_GAPS = {
     "full-width quotes names the script it ran ('Running train.py on ...'), which is not read as training",
     "p475-deeplivecam-ort-stream-oom-glued-frame-bar.log": "events: two frames (1732, 1733) each failing with the same "
                                                             "ONNX Runtime 'CUDA failure 2' are folded into one event",
-    "p507-oevortex-unsloth-ddp-seven-ranks-on-gpu5.log": "phase: another rank's traceback right after the message "
-                                                         "(trainer.train) is not read as training",
     "p508-fira-qwen2-7b-4090-quoted-then-command.log": "held-out, scored only: phase: a fine-tuning command pasted "
                                                        "after the message is not read as training",
     "p509-llamatuner-70b-qlora-two-procs-interleaved.log": "held-out, scored only: phase: from_pretrained/quantize_4bit "

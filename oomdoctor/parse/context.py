@@ -1042,6 +1042,19 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
     return []
 
 
+def frames_of_next_rank(lines: Sequence[Line], end: int, rank: int) -> list[tuple[str, Line]]:
+    """The frames of another rank's traceback that starts right after a rank's message (lines[..end]) with none of
+    its own: the ranks run one program in step, and one rank's traceback tells where they all were. Only when one of
+    its frames is a phase's by name (PHASE_FRAMES): a launcher's wrapper ("_training_function" around a predict run)
+    says too little about another process."""
+    nxt = lines[end + 1] if end + 1 < len(lines) else None
+    if nxt is None or nxt.rank is None or nxt.rank == rank or nxt.number != lines[end].end + 1 \
+            or not nxt.text.startswith("Traceback (most recent call last)"):
+        return []
+    frames = frames_after(lines, end, nxt.rank)
+    return frames if any(func in names for func, _ in frames for names in PHASE_FRAMES.values()) else []
+
+
 # An operating system's error about a file, a connection or a pipe ("FileNotFoundError: [Errno 2] No such file or
 # directory: ...") is no OOM re-raised: its traceback is a later failure's
 OS_ERROR = lazy(r"^(?:\w{1,40}\.){0,4}(?:OSError|IOError|FileNotFoundError|FileExistsError|PermissionError"

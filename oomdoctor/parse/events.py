@@ -652,6 +652,8 @@ class _EventReader:
             frames = ctx.frames_after(lines, hit.end, rank, start=hit.idx)
         if not frames:  # an IDE's exception view: banner, message, then the frames innermost first
             frames = ctx.frames_after_ide_banner(lines, hit.idx, hit.end, rank)
+        if not frames and rank is not None:  # another rank's traceback right after this rank's message
+            frames = ctx.frames_of_next_rank(lines, hit.end, rank)
         op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
         if op is None and (kv := ctx.kv_cache_named_after(lines, hit.end, rank)) is not None:
             op = ctx.Witness("kv_cache", kv)
