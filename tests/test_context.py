@@ -989,6 +989,19 @@ def test_another_ranks_traceback_right_after_a_ranks_message_tells_the_phase():
     assert event.phase == "unknown"
 
 
+def test_the_compilers_own_constructors_are_not_set_up():
+    # Inductor's CUDA-graph trees build a CUDAGraphNode on a compiled function's first calls, in any phase
+    tb = ('Traceback (most recent call last):\n'
+          '  File "/venv/lib/python3.10/site-packages/torch/_inductor/cudagraph_trees.py", line 2123, in record_function\n'
+          '    node = CUDAGraphNode(\n'
+          '  File "/venv/lib/python3.10/site-packages/torch/_inductor/cudagraph_trees.py", line 970, in __init__\n'
+          '    self.recording_outputs = self._record(\n')
+    (event,) = events(tb + MSG)
+    assert event.phase == "unknown"
+    (event,) = events(tb.replace("_inductor/cudagraph_trees.py", "nn/modules/conv.py") + MSG)
+    assert event.phase == "init"  # a module's own constructor is set-up
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -336,8 +336,6 @@ KNOWN_GAPS = {
     "full-width colon inside a sentence",
     "p520-autoround-qwen3vl-moe-oom-then-dispatch.log": "phase: a second traceback after the message (AutoRound's "
     "fallback calling accelerate's dispatch_model) is read as set-up, though the refusal came before it",
-    "p521-hqq-compile-cudagraph-capture-cuda-error.log": "phase: Inductor's CUDAGraphNode.__init__ frame during a "
-    "CUDA-graph capture is read as model set-up (init)",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 

@@ -1311,6 +1311,11 @@ TORCH_PACKAGE_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?torch[/\\]')
 MODEL_FORWARD_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?(?:ultralytics[/\\]nn[/\\]|skorch[/\\]net\.py", line \d{1,20}, in infer$)')
 
 
+# The compiler's internals (TorchDynamo, Inductor: its CUDA-graph trees build a CUDAGraphNode on a compiled function's
+# first calls) run inside whatever step called the compiled code: their constructors are not the run's set-up.
+COMPILER_FILE = lazy(r'File "(?:[^"]{0,300}?[/\\])?torch[/\\]_(?:inductor|dynamo)[/\\]')
+
+
 def in_model_forward(frame_text: str) -> bool:
     """The frame header is in a model class's own forward pass (MODEL_FORWARD_FILE): it names no phase."""
     return ("ultralytics" in frame_text or "skorch" in frame_text) and bool(MODEL_FORWARD_FILE.search(frame_text))
@@ -1374,7 +1379,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         if script is None and (by_name := _script_phase(func, ln)):
             script = Witness(by_name, ln)
         name = func.rsplit(".", 1)[-1]
-        if in_model_forward(ln.text):
+        if in_model_forward(ln.text) or (("_inductor" in ln.text or "_dynamo" in ln.text) and COMPILER_FILE.search(ln.text)):
             continue
         if name == "convert" and "/torch/nn/modules/" in ln.text:  # Module.to() (a constructor is an init name)
             innermost = Witness("init", ln)
