@@ -325,8 +325,6 @@ KNOWN_GAPS = {
                                                        "after the message is not read as training",
     "p509-llamatuner-70b-qlora-two-procs-interleaved.log": "held-out, scored only: phase: from_pretrained/quantize_4bit "
                                                            "frames interleaved around the message are not read as init",
-    "p551-octo-eval-finetuned-xla-new-constant-quoted.log": "not detected: XLA's 'INTERNAL: Failed to allocate N "
-    "bytes for new constant' (a device allocation refused) is not read as an XLA out-of-memory",
     "p557-newsrec-lstur-hostalloc-thcudacheck-wrapped-109.log": "kind/line: a THCudaCheck from THCCachingHostAllocator "
     "(pinned host memory) is read as a device OOM, and placed on the tqdm bar line above it",
     "p490-dlib-segmentation-epoch10-cudamalloc.log": "phase: dlib's epoch lines, flushed after its unbuffered error "

@@ -153,6 +153,8 @@ EXAMPLES = [
      None, {}),  # fairseq's caught OOM (copied by Boltz), glued to a bar
     ("Execution of replica 0 failed: RESOURCE_EXHAUSTED: Failed to allocate request for 256.00MiB (268435456B) on "
      "device ordinal 0", "xla_oom", None, {"requested_bytes": 268435456}),  # PJRT's device allocator (JAX)
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 98697216 bytes for new constant", "xla_oom",
+     None, {"requested_bytes": 98697216}),  # XLA's GPU executable placing a program's constant
     ("[1]    16261 killed     python3 train.py --model_size 65B", "host_oom", None, {}),  # zsh job notice
     ("[1]+  Killed                  python train.py", "host_oom", None, {}),  # bash job notice
     ("165376/296960 [===============>..............] - ETA: 365s - loss: 2.1371Killed", "host_oom", None, {}),  # glued

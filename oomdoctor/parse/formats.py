@@ -20,7 +20,7 @@ TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
-    "Fail to alloc memory", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
+    "Fail to alloc memory", "for new constant", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
     "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
     "memory allocation of", "ResourceExhaustedError", "Memory allocation fail", "CUBLAS_STATUS_NOT_INITIALIZED",
@@ -268,6 +268,9 @@ XLA_REQUEST = lazy(
     r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Failed to allocate request for \d{1,20}(?:\.\d{1,20})?\s?[KMGT]?i?B"
     r" \((?P<requested>\d{1,20})B\) on device ordinal (?P<device>\d{1,4})"
 )
+# XLA's GPU executable placing a compiled program's constant in device memory outside its BFC allocator: the device
+# had no room ("INTERNAL: Failed to allocate 98697216 bytes for new constant"; jaxlib's XlaRuntimeError).
+XLA_CONSTANT = lazy(r"Failed to allocate (?P<requested>\d{1,20}) bytes for new constant")
 # fairseq's trainer (and projects that copied it, e.g. Boltz) catching an OOM and going on: "| WARNING: ran out of
 # memory, skipping batch" (newer fairseq: "ran out of memory with exception: <message>; Skipping batch").
 SKIP_BATCH = lazy(r"WARNING:? ran out of memory,? skipping batch")
