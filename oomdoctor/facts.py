@@ -120,6 +120,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "fatal": ("bool", "the failure ended the run (NCCL warnings may not)"),
     "era": ("str", "message-format era, e.g. 2.2-2.8"),
     "message_says": ("str", "what the message itself names as the failure: shared_memory, paging_file, enomem, "
+                            "pinned_memory (cudaHostAlloc refused page-locked host memory), "
                             "alloc_failed (a host allocation refused: PyTorch's CPU allocator, numpy, MemoryError, "
                             "std::bad_alloc), batch_halved_to_zero, kv_pool_no_room, prefill_warmup, cublas_handle, "
                             "cudnn_no_algorithm, buffer_over_device_limit, startup_free_below_utilization, "

@@ -325,8 +325,6 @@ KNOWN_GAPS = {
                                                        "after the message is not read as training",
     "p509-llamatuner-70b-qlora-two-procs-interleaved.log": "held-out, scored only: phase: from_pretrained/quantize_4bit "
                                                            "frames interleaved around the message are not read as init",
-    "p557-newsrec-lstur-hostalloc-thcudacheck-wrapped-109.log": "kind/line: a THCudaCheck from THCCachingHostAllocator "
-    "(pinned host memory) is read as a device OOM, and placed on the tqdm bar line above it",
     "p490-dlib-segmentation-epoch10-cudamalloc.log": "phase: dlib's epoch lines, flushed after its unbuffered error "
     "(stdout after stderr), are not read as the training the failure came in",
     "p491-nrtk-explorer-embeddings-two-refusals.log": "line: a 2.x message cut after '. GPU' inside an inline-code "

@@ -126,6 +126,8 @@ EXAMPLES = [
     ("trainer exited with code 137", "host_oom", None, {}),  # Docker compose
     ("2019-01-08 19:06:11.303639: E tensorflow/stream_executor/rocm/rocm_driver.cc:601] failed to allocate 7.35G "
      "(7889485824 bytes) from device: hipError_t(1002)", "tf_oom", None, {"requested_bytes": 7889485824}),  # ROCm  # a C++ tool's handler printing what() on its own line  # Python's own, closing a traceback (pickling a dataset, a list of arrays)
+    ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=278 error=2 : out of memory",
+     "host_oom", "pre-1.0", {}),  # cudaHostAlloc: pinned host memory
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
      "cuda_oom", "pre-1.0", {}),
     ("gpu-node07:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", "nccl", None,

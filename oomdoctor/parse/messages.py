@@ -279,6 +279,10 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("STREAM_EXECUTOR_HOST", ("bytes on host",), P.STREAM_EXECUTOR_HOST, _tf_if_named,
                   lambda m: {"requested_bytes": int(m["requested"]), "detail": {"pinned_host": True}}),
     MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
+    # the legacy THC check; from the caching host allocator it is pinned host memory that cudaHostAlloc refused
+    # ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=278 error=2 : out of memory")
+    MessageFormat("THCUDACHECK_HOST", ("CachingHostAllocator",), None, "host_oom", era="pre-1.0",
+                  also=("THCudaCheck FAIL", "out of memory"), same_failure=True, says="pinned_memory"),
     MessageFormat("THCUDACHECK", ("THCudaCheck FAIL",), None, "cuda_oom", era="pre-1.0", also=("out of memory",),
                   same_failure=True),
     MessageFormat("XGBOOST_DEVICE", ("Memory allocation error on worker",), P.XGBOOST_DEVICE, "cuda_error", lambda m: {

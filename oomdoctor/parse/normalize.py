@@ -241,15 +241,21 @@ def _console_copy(lines: Sequence[Line], width: int) -> bool:
     return padded >= CONSOLE_MIN_ROWS and full > 0 and 10 * (padded + full) >= 9 * len(lines)
 
 
+# A progress bar drawn whole: tqdm sizes it to the terminal, so it fills the width without being cut ("Training:
+# 0%|          | 0/28150 [00:00<?, ?it/s]" ends in its closed counts).
+_WHOLE_BAR = lazy(r"%\|[^|]{0,400}\|\s{0,4}\d{1,20}/\d{1,20}\s{0,4}\[[^\[\]]{0,300}\]$")
+
+
 def _goes_on(lines: Sequence[Line], k: int) -> bool:
     """Whether lines[k + 1] can be the rest of lines[k]: the next physical line, starting no record of its own and
     not as lines[k] did (a record of the same kind); a table row is whole, unless it went on in blanks ("| epoch
-    001:   0%|" and a bar's padding, cut)."""
+    001:   0%|" and a bar's padding, cut); so is a progress bar that ends in its closed counts (_WHOLE_BAR)."""
     if k + 1 >= len(lines):
         return False
     ln, nxt = lines[k], lines[k + 1]
     return (nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
-            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES) and not ln.padded))
+            and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES) and not ln.padded)
+            and not (ln.raw.endswith("]") and "%|" in ln.raw and _WHOLE_BAR.search(ln.raw)))
 
 
 def _fills(line: Line, width: int, blanks: bool) -> bool:
