@@ -277,7 +277,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("STREAM_EXECUTOR_OOM", (*_OOM_WORDS, "from device: "), P.STREAM_EXECUTOR_OOM, _tf_if_named,
                   _requested_only, same_failure=True),
     MessageFormat("STREAM_EXECUTOR_HOST", ("bytes on host",), P.STREAM_EXECUTOR_HOST, _tf_if_named,
-                  lambda m: {"requested_bytes": int(m["requested"]), "detail": {"pinned_host": True}}),
+                  _requested_only, says="pinned_memory"),
     MessageFormat("NCCL", _OOM_WORDS, P.NCCL, "nccl", recognise_only=True),
     # the legacy THC check; from the caching host allocator it is pinned host memory that cudaHostAlloc refused
     # ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=278 error=2 : out of memory")
