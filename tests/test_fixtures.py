@@ -341,8 +341,6 @@ KNOWN_GAPS = {
     "p580-flashtts-clone-voice-server-two-pids-glued.log": "phase: a TTS server's failed voice-clone generation "
     "(POST /clone_voice, the message glued after its Chinese 'generating cloned speech failed:') is not read as "
     "generation",
-    "p583-audioldm2-12gb-to-device-frame.log": "phase: torch's Module.to() conversion frame (t.to(device, ...)) alone "
-    "above a 1.x message is not read as set-up",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
