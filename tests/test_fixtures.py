@@ -336,6 +336,9 @@ KNOWN_GAPS = {
     "full-width colon inside a sentence",
     "p520-autoround-qwen3vl-moe-oom-then-dispatch.log": "phase: a second traceback after the message (AutoRound's "
     "fallback calling accelerate's dispatch_model) is read as set-up, though the refusal came before it",
+    "p580-flashtts-clone-voice-server-two-pids-glued.log": "phase: a TTS server's failed voice-clone generation "
+    "(POST /clone_voice, the message glued after its Chinese 'generating cloned speech failed:') is not read as "
+    "generation",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
