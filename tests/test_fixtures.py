@@ -14,7 +14,6 @@ from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
     "p601-seco-train-src-bar-569-glued-killed.log": "held-out, scored only: phase: an unlabelled tqdm bar (2975 = the Cityscapes train split, a per-image pass) is read as training",
-    "p603-ffcv-imagenet21k-index-2tib-structured-dtype-quoted.log": "event: NumPy's refusal with a structured data type ([('sample_id', '<u8'), ...]) is not detected",
     "p596-vllmgfx906-qwen3-32b-tp2-hip-glued-engine-traceback.log": "held-out, scored only: phase: a vllm serve command line followed by the failure is not read as start-up",
     "d-host-cpualloc-fooocus-twice.log": "held-out, scored only: phase: frames name a generate pipeline, the sidecar says init",
     "d-host-k8s-openpai-oomkilled.log": "phase: the pod message embeds the job log with literal \\n",

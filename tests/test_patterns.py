@@ -77,6 +77,12 @@ EXAMPLES = [
      {"requested_bytes": 68719476736}),
     ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 315. GiB for an array with shape (10000, 100, 84480) "
      "and data type float32", "host_oom", None, {"requested_bytes": 10000 * 100 * 84480 * 4}),  # NumPy 1.17+
+    ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 2.73 TiB for an array with shape (124994103978,) "
+     "and data type [('sample_id', '<u8'), ('ptr', '<u8'), ('size', '<u8')]", "host_oom", None,
+     {"requested_bytes": 124994103978 * 24}),  # a structured data type: its fields' sizes
+    ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 2.73 TiB for an array with shape (124994103978,) "
+     "and data type [('xyz', '<f4', (3,)), ('ptr', '<u8')]", "host_oom", None,
+     {"requested_bytes": round(2.73 * 2**40)}),  # a field with a shape of its own: the printed size
     ("RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62", "cuda_error", None, {}),
     ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL", "host_oom",
      None, {}),

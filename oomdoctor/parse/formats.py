@@ -305,9 +305,10 @@ CPU_ALLOC = lazy(
 )
 # NumPy (1.17+): "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 315. GiB for an array with shape
 # (10000, 100, 84480) and data type float32"; before 1.17 without the size: "Unable to allocate array with shape ...".
+# A structured or byte-order-marked data type is printed as NumPy writes it ("[('ptr', '<u8'), ...]", "<U32").
 NUMPY_ALLOC = lazy(
     r"Unable to allocate (?:(?P<size>\d{1,20}(?:\.\d{0,6})?\s?(?:bytes|[KMGTPE]iB)) for )?(?:an )?array with shape "
-    r"\((?P<shape>[\d, ]{0,200})\) and data type (?P<dtype>\w{1,20})"
+    r"\((?P<shape>[\d, ]{0,200})\) and data type (?P<dtype>\w{1,20}|[<>|=]\w{1,20}|\[[^\]\n]{1,400}\])"
 )
 # C++ operator new failing on the host: "terminate called after throwing an instance of 'std::bad_alloc'" then
 # "  what():  std::bad_alloc" (a data pipeline or extension out of host RAM), or pybind11's "MemoryError: std::bad_alloc".

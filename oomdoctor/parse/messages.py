@@ -7,6 +7,7 @@ Order matters: the first entry that matches a message wins.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
@@ -204,10 +205,30 @@ def _tf_oom(m: Match) -> Figures:
     return f
 
 
+# NumPy's array-protocol type strings ("<u8", "|S16", "<U32"): kind and size; U counts 4-byte characters.
+_NUMPY_TYPESTR = lazy(r"^[<>|=]?(?P<kind>[biufcSUVmMO])(?P<n>\d{1,6})$")
+# A structured data type's fields as NumPy prints them: "[('sample_id', '<u8'), ('ptr', '<u8')]" (a field with a
+# shape of its own, "('xyz', '<f4', (3,))", is not read: the printed size stands)
+_NUMPY_FIELD = lazy(r"\(\s?['\"‘’][^'\"‘’]{0,80}['\"‘’],\s?['\"‘’](?P<t>[<>|=]?\w{1,8})['\"‘’]\)")
+
+
+def _numpy_itemsize(dtype: str) -> int | None:
+    """Bytes per element of a NumPy data type as printed (a name, a type string or a structured type), or None."""
+    if dtype.startswith("["):
+        fields = [f["t"] for f in _NUMPY_FIELD.finditer(dtype)]
+        sizes = [_numpy_itemsize(t) for t in fields]
+        whole = len(fields) == dtype.count("(")  # every field read: none has a shape of its own
+        return sum(sizes) if fields and whole and all(sizes) else None  # type: ignore[arg-type]
+    if (m := _NUMPY_TYPESTR.match(dtype)) is None:
+        return TF_DTYPE_BYTES.get(dtype.lower())
+    return int(m["n"]) * (4 if m["kind"] == "U" else 1)
+
+
 def _numpy_alloc(m: Match) -> Figures:
     """NumPy's host allocation failure: the exact request from the shape and dtype, else its rounded size."""
     dims = dims_of(m["shape"])
-    n = _tensor_bytes(dims, m["dtype"]) if dims else None
+    item = _numpy_itemsize(m["dtype"])
+    n = item * math.prod(dims) if dims and item else None
     if n is not None:
         return {"requested_bytes": n, "detail": {"shape": dims, "dtype": m["dtype"]}}
     return {"requested_bytes": parse_size(m["size"].replace(". ", " ").rstrip(".")) if m["size"] else None}
