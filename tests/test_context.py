@@ -1002,6 +1002,17 @@ def test_the_compilers_own_constructors_are_not_set_up():
     assert event.phase == "init"  # a module's own constructor is set-up
 
 
+def test_a_tracing_span_rank_after_the_message_is_its_rank():
+    # Text Generation Inference's shard: the record's span fields follow the multi-line message on a row of their own
+    tail = "Error: ShardCannotStart\n"
+    (event,) = events(MSG + " rank=1\n" + tail)
+    assert event.rank == 1
+    (event,) = events(MSG + "\n rank=1\n" + tail)  # a blank row between: another record's field
+    assert event.rank is None
+    (event,) = events(MSG + " world rank=1 of 2\n" + tail)  # prose naming a rank is not the span's field
+    assert event.rank is None
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

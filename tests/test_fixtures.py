@@ -21,7 +21,6 @@ KNOWN_GAPS = {
     "d-tf-automl-bfc-int8.log": "phase: train is only implied by lines after the failure",
     "mix-espresso-fairseq-oom-summary.log": "held-out, scored only: phase: train is only in fairseq's warning wording",
     "p3-lmmr1-kvcache.log": "Ray actors: three processes' CUDA errors read as two; vLLM wake_up not a generate frame",
-    "p3-tgi-capacity.log": "rank from TGI's ' rank=0' tracing field on the line after the message is not read",
     "p38-tfmodels-mnist-eval.log": "phase: TF Estimator's 'Saving checkpoints' line is read as a save; evaluation followed it "
                                    "(the rules discount a save for TensorFlow)",
     "p48-nerf-testrender.log": "phase: a test render inside train() is named only by a keyword (render_kwargs_test)",

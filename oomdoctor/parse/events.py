@@ -60,6 +60,8 @@ _COMPLETE = lazy(
 # message, not the rest of a hard-wrapped one.
 _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a row cut mid-word ("CUD" / "A error: out of
 # memory") is no label: every label of the message is followed by its figure
+# A tracing span's fields after a multi-line record, alone on its row: " rank=0" (Text Generation Inference's shards)
+_SPAN_RANK = lazy(r"^\s{0,2}rank=(?P<rank>\d{1,5})\s*$")
 _NEW_RECORD = lazy(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #"
     # a glog record's header (TensorFlow, Caffe, MXNet, Paddle): its level, [date time thread,] then file:line]
@@ -616,9 +618,19 @@ class _EventReader:
                 and nxt.number == self.lines[hit.end].end + 1 and _TRACEBACK_START.match(nxt.text):
             # the exception's own traceback, under its rank, on the very next line
             return nxt.rank, ctx._ev(self.source, nxt)
+        if first.rank is None and (traced := self._traced_rank(hit)) is not None:
+            return traced
         if first.rank is None and hit.kind != "host_oom" and (named := ctx.rank_near(self.lines, hit.idx)):
             return named.value, ctx._ev(self.source, named.line)
         return first.rank, None
+
+    def _traced_rank(self, hit: _Hit) -> tuple[int, Evidence] | None:
+        """The rank a tracing span field gives on the message's own last row or the row after it: Text Generation
+        Inference's shard logs end a multi-line record with its span's fields (" rank=0")."""
+        for ln in self.lines[hit.end : hit.end + 2]:
+            if "rank=" in ln.text and (m := _SPAN_RANK.match(ln.text)) and ln.number <= self.lines[hit.end].end + 1:
+                return int(m["rank"]), ctx._ev(self.source, ln)
+        return None
 
     def figures(self, hit: _Hit) -> dict:
         """The message's figures (a repeated message is read once; the copy is the caller's)."""
