@@ -1013,6 +1013,18 @@ def test_a_tracing_span_rank_after_the_message_is_its_rank():
     assert event.rank is None
 
 
+def test_a_web_servers_access_line_for_the_failed_request_is_serving():
+    # the handler logged the message, then the server logged the request it failed with a server error
+    access = 'INFO:     127.0.0.1:41070 - "POST /clone_voice HTTP/1.1" 500 Internal Server Error\n'
+    (event,) = events(MSG + access)
+    assert event.phase == "generate"
+    werkzeug = '127.0.0.1 - - [20/Mar/2025 11:29:15] "POST /predict HTTP/1.1" 500 -\n'
+    (event,) = events(MSG + werkzeug)
+    assert event.phase == "generate"
+    (event,) = events(MSG + access.replace('" 500 Internal Server Error', '" 200 OK'))  # another request, served
+    assert event.phase == "unknown"
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -337,9 +337,6 @@ KNOWN_GAPS = {
     "full-width colon inside a sentence",
     "p520-autoround-qwen3vl-moe-oom-then-dispatch.log": "phase: a second traceback after the message (AutoRound's "
     "fallback calling accelerate's dispatch_model) is read as set-up, though the refusal came before it",
-    "p580-flashtts-clone-voice-server-two-pids-glued.log": "phase: a TTS server's failed voice-clone generation "
-    "(POST /clone_voice, the message glued after its Chinese 'generating cloned speech failed:') is not read as "
-    "generation",
     "p566-paimegatronpatch-qwen25-7b-cpt-v100-bold-own-pid-setup.log": "rank: an unprefixed message whose own "
     "'[rank5]:' traceback follows after a blank line and a line of prose gets no rank (only the very next line counts)",
     "p567-easylm-llama13b-v3-8-pjrt-replicas-wrapped-re-source.log": "held-out, scored only: events: five PJRT "

@@ -820,7 +820,12 @@ DECODE_FAILED = lazy(r"^\s{0,8}(?:llama_decode: failed to decode|llama_eval: fai
 # error loading model: ...", "llm_load_tensors: failed to allocate ..." (and their 2025 names): set-up
 LLAMA_INIT_FAILED = lazy(r"^\s{0,8}(?:" + ctx.LLAMA_SETUP_FUNCS + r"|llama_init_from_gpt_params|common_init_from_params"
                          r"|llama_model_load|llama_load_model_from_file): (?:error:? )?(?:failed|error loading model)\b")
-CALLER_SAID = ((LOADING_FAILED, "init"), (DECODE_FAILED, "generate"), (LLAMA_INIT_FAILED, "init"))
+# ... or a web server's access line for the request that failed with a server error, after its handler logged the
+# message (Uvicorn's 'INFO:     127.0.0.1:41070 - "POST /clone_voice HTTP/1.1" 500 Internal Server Error', Werkzeug's
+# and Gunicorn's common log format): the app was serving a request (generate, as after a server's ready banner)
+FAILED_REQUEST = lazy(r'^[^"\n]{0,120}"(?:POST|GET|PUT|PATCH) /[^\s"]{0,200} HTTP/\d(?:\.\d)?" 5\d\d\b')
+CALLER_SAID = ((LOADING_FAILED, "init"), (DECODE_FAILED, "generate"), (LLAMA_INIT_FAILED, "init"),
+               (FAILED_REQUEST, "generate"))
 CALLER_SAID_LOOKAHEAD_LINES = 12
 
 
