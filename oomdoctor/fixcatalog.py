@@ -71,6 +71,11 @@ def _not_pytorch(d: Derived) -> bool:
             or _v(d, "own_allocator") is True)
 
 
+def _preallocating_framework(d: Derived) -> bool:
+    """TensorFlow or JAX is in the run (its failure, or the log names it): what preallocates most of a GPU."""
+    return _v(d, "kind") in ("tf_oom", "xla_oom") or bool(_v(d, "stack_jax") or _v(d, "stack_tensorflow"))
+
+
 def _stacks(d: Derived) -> set[str]:
     """The detected stacks; TensorFlow's own allocator failing is a TensorFlow run even when nothing else says so."""
     found = set(d.stacks)
@@ -633,6 +638,8 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
         if f in EVAL_LOOP_ONLY and (_serving(d) or _stacks(d) & (OUTPUTS_ON_HOST_STACKS | GENERATING_APPS)):
             continue
         if f in PYTORCH_ONLY and _not_pytorch(d):
+            continue
+        if f == "no-preallocation" and not _preallocating_framework(d):
             continue
         if f == "raise-zero-stage" and _v(d, "data_parallel_degree") == 1:
             f = "more-gpus"  # pure model parallel: nothing to shard across until there are data-parallel ranks

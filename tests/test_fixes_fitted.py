@@ -118,6 +118,10 @@ def test_a_tensorflow_failure_gets_keras_settings_and_no_pytorch_only_fixes():
     assert fitted(ids, torch_run)[0] == "eval-accumulation-steps" and set(fitted(ids, torch_run)) == set(ids)
     # (phase unknown: HF Trainer's own evaluation, which already runs without grad, is not known to be the failure)
     assert "training_args" in build_fix("halve-batch", torch_run).changes
+    # a PyTorch failure in a log that names neither TensorFlow nor JAX: their preallocation settings are no advice
+    plain = run(kind="cuda_oom", per_device_train_batch_size=32)
+    assert "no-preallocation" not in fitted(ids, plain)
+    assert "no-preallocation" in fitted(ids, run(kind="cuda_oom", stack_jax=True))
 
 
 def test_a_diffusion_pipeline_gets_its_own_offload_batch_and_weights_settings():
