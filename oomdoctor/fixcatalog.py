@@ -263,10 +263,22 @@ def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
     }, effect
 
 
+# The PyTorch release that first reads each allocator setting, and the message eras older than it (see
+# parse.messages: the message's wording dates the PyTorch that printed it).
+ALLOC_SETTING_SINCE = {"expandable_segments": ("2.1", ("pre-1.0", "1.0-1.3", "1.4-2.0", "1.10-2.0")),
+                       "max_split_size_mb": ("1.10", ("pre-1.0", "1.0-1.3", "1.4-2.0")),
+                       "garbage_collection_threshold": ("1.12", ("pre-1.0", "1.0-1.3", "1.4-2.0"))}
+
+
 def _alloc_env(d: Derived, setting: str) -> Changes:
     era = _v(d, "era") or ""
     name = "PYTORCH_ALLOC_CONF" if era.startswith("2.9") else "PYTORCH_CUDA_ALLOC_CONF"
-    return {"env": {name: setting}}
+    changes: Changes = {"env": {name: setting}}
+    since, older = ALLOC_SETTING_SINCE[setting.split(":")[0]]
+    if era in older:  # this PyTorch ignores the setting: upgrade first
+        changes["shell"] = f"pip install -U 'torch>={since}'  # {setting.split(':')[0]} is read since PyTorch {since}; " \
+                           f"this message's wording is {era}'s"
+    return changes
 
 
 def _expandable(d: Derived) -> tuple[Changes, str | None]:

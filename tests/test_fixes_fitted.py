@@ -292,3 +292,15 @@ def test_other_ranks_contexts_on_this_gpu_get_device_selection_code_not_a_proces
     assert "torch.cuda.set_device(local_rank)" in fix.changes["code"] and "shell" not in fix.changes
     fix = build_fix("free-other-process", run(other_processes_alike_contexts=False, other_processes_bytes=3 << 30))
     assert "nvidia-smi" in fix.changes["shell"] and "code" not in fix.changes
+
+
+def test_an_allocator_setting_older_than_the_messages_pytorch_says_to_upgrade():
+    # the message's wording dates the PyTorch that printed it: 1.0-1.3's "cached" form reads no allocator settings
+    old = run(kind="cuda_oom", era="1.0-1.3")
+    assert build_fix("expandable-segments", old).changes["shell"].startswith("pip install -U 'torch>=2.1'")
+    assert "torch>=1.10" in build_fix("max-split-size", old).changes["shell"]
+    hinted = run(kind="cuda_oom", era="1.10-2.0")  # its own hint names max_split_size_mb
+    assert "shell" not in build_fix("max-split-size", hinted).changes
+    assert "torch>=2.1" in build_fix("expandable-segments", hinted).changes["shell"]
+    assert "shell" not in build_fix("expandable-segments", run(kind="cuda_oom", era="2.2-2.8")).changes
+
