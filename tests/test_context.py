@@ -1025,6 +1025,15 @@ def test_a_web_servers_access_line_for_the_failed_request_is_serving():
     assert event.phase == "unknown"
 
 
+def test_a_prediction_scripts_walk_over_its_inputs_is_evaluation():
+    bar = "  0%|          | 0/125 [00:00<?, ?it/s]\n"
+    for banner in ("Predicting file 1/1    case_01\n", "Inference using model nnUNetTrainer__3d_fullres\n"):
+        (event,) = events(banner + "Preprocessing image case_01.nii.gz\n" + bar + MSG)
+        assert (event.step, event.phase) == (None, "eval"), banner
+    (event,) = events("Preprocessing image case_01.nii.gz\n" + bar + MSG)  # the bar alone: a training step
+    assert (event.step, event.phase) == (0, "train")
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

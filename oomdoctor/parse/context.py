@@ -112,6 +112,9 @@ EVAL_BANNER = lazy(
     r"|Running evaluation|\bRunning validation\b|^Testing DataLoader|Predicting DataLoader|Sanity Checking DataLoader"
     r"|\bClass\s{1,20}Images\s{1,20}Instances\s{1,20}(?:Box|Mask|Pose)\(P\s"  # Ultralytics' validation bar
     r"|Inference done \d{1,20}/\d{1,20}|Start inference on \d{1,20} (?:batches|images)"
+    # a prediction script walking its inputs ("Predicting file 1/1", nnU-Net's "Inference using model ...")
+    r"|^Predicting (?:file|image|case|volume|sample|patient|subject)s? \d{1,9}/\d{1,9}\b"
+    r"|^(?:Running )?[Ii]nference (?:using|with) (?:the )?(?:model|checkpoint|weights)\b"
     # mmengine's validation or test loop still running ("Epoch(val) [1][5/8]", "Iter(test) [ 50/100]"); at its total
     # ("Epoch(val) [1][8/8]  accuracy: ...") or without one (mmcv's "Epoch(val) [1][20]") it has finished
     r"|\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4})?\[\s{0,9}(?P<mmv>\d{1,20})/(?!(?P=mmv)\])\d{1,20}\]"
@@ -345,7 +348,8 @@ def may_be_frame(text: str) -> bool:
 
 def may_be_eval_banner(text: str) -> bool:
     """False when EVAL_BANNER cannot match: each of its forms holds one of these literals (a bar's, a % and a word)."""
-    return ("Running" in text or "DataLoader" in text or text.startswith(("Start", "Begin")) or "Validation:" in text or "Evaluating" in text
+    return ("Running" in text or "DataLoader" in text or text.startswith(("Start", "Begin", "Predicting "))
+            or "Validation:" in text or "Evaluating" in text
             or "nference" in text or "Epoch(" in text or "Iter(" in text or "] - ETA: " in text
             or "Images" in text or "━ 0s " in text  # Ultralytics' validation bar; Keras 3's bar at its total
             or ("%" in text and ("val" in text or "alid" in text or "est" in text or "redict" in text or "nfer" in text)))
