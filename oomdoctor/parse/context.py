@@ -268,8 +268,10 @@ class Gates:
         self.open_bar, self.monai, self.engine_run = has("it ["), has(", Iter: "), has("Engine run ")
         self.steps = tuple((need, pat) for need, pat in zip(STEP_NEEDS, STEP_PATTERNS, strict=True) if has(need))
         # _banner_kind's: may_be_eval_banner and may_be_init_banner hold for a text holding one of their lines
-        # (may_be_eval_banner asks a line whether it starts with "Start" or "Begin": of a text, any line may)
-        self.eval = whole is None or may_be_eval_banner(whole) or "\nStart" in whole or "\nBegin" in whole
+        # (may_be_eval_banner asks a line whether it starts with "Start", "Begin" or "Predicting ": of a text, any
+        # line may)
+        self.eval = whole is None or may_be_eval_banner(whole) or "\nStart" in whole or "\nBegin" in whole \
+            or "\nPredicting " in whole
         self.save, self.init = has("aving", "Summoning"), whole is None or may_be_init_banner(whole)
         self.train = whole is None or may_be_train_banner(whole)
         self.ended = has("Epoch(", "Iter(")
