@@ -622,6 +622,16 @@ def test_a_2_1_message_cut_inside_its_allocated_clause_keeps_the_figure_before_t
     assert (e.total_bytes, e.allocated_bytes) == (8 * GIB, None)
 
 
+@pytest.mark.parametrize("cut", ["", " i", " in us"])
+def test_a_2_1_message_cut_inside_a_process_clause_keeps_its_whole_size(cut):
+    head = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 243.00 GiB. GPU 0 has a total capacity of 47.53 GiB "
+            "of which 594.62 MiB is free. Process 497175 has 258.00 MiB memory")
+    (e,) = parse_text(head + cut + "\n").events
+    assert [(p.pid, p.bytes) for p in e.other_processes] == [(497175, b("258.00", 2))]
+    (e,) = parse_text(head.replace("258.00 MiB memory", "258.0") + "\n").events  # cut inside the size: none
+    assert e.other_processes == ()
+
+
 def test_a_1_x_message_cut_inside_its_allocated_clause_keeps_the_figure_before_the_cut():
     (e,) = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 21.99 GiB total capacity; "
                       "20.68 GiB already allocate\n").events

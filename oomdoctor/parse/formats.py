@@ -67,15 +67,20 @@ CACHING_2_1 = lazy(
     r"(?:with (?P<private>" + SIZE + r") allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
     r"and (?P<unallocated>" + SIZE + r") is reserved by PyTorch but unallocated\." + _HINT_TAIL
 )
+# (a message cut inside the clause's last words, "has 258.00 MiB memory i", still gives it: the size is whole)
 PROCESS_CLAUSE = lazy(
-    r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory in use"
+    r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory"
+    r"(?: in use|(?= ?(?:i|in|in u|in us)?[\s\"'`]*$))"
 )
 # A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, and the allocated and
 # reserved-but-unallocated figures once " is" follows each (a cut inside the number would misread it: "217.2").
 _FIGURES_2_1_CUT = (
     r"has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") ?is free)?"
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
-    + r" memory in use\.\s?){0,64}))?"  # none where NVML is missing
+    + r" memory in use\.\s?){0,64}"  # none where NVML is missing
+    # the last clause, cut inside its closing words ("Process 497175 has 258.00 MiB memory i"): its size is whole
+    r"(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
+    + r" memory(?: in?| in us?)?[\s\"'`]*$)?))?"
     r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is\b(?: allocated by PyTorch"
     r"(?:,\s(?:with " + SIZE + r" allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
     r"and (?P<unallocated>" + SIZE + r") is\b)?)?)?"
