@@ -632,6 +632,17 @@ def test_a_2_1_message_cut_inside_a_process_clause_keeps_its_whole_size(cut):
     assert e.other_processes == ()
 
 
+def test_a_message_a_terminal_wrapped_onto_the_row_after_its_loggers_words_starts_on_that_row():
+    record = ("ERROR:app.pipeline.document_processor:Document OCR extraction failed: CUDA out of memory. Tried to "
+              "allocate 122.64 GiB. GPU 0 has a total capacity of 14.74 GiB of which 8.54 GiB is free. Of the "
+              "allocated memory 5.95 GiB is allocated by PyTorch, and 11.96 MiB is reserved by PyTorch but "
+              "unallocated.")
+    cut = record.index("CUDA")  # the terminal's width: the first row ends right before the message
+    rows = [record[k : k + cut] for k in range(0, len(record), cut)]
+    (e,) = parse_text("\n".join(rows) + "\n").events
+    assert (e.line, e.requested_bytes, e.total_bytes) == (2, b("122.64", 3), b("14.74", 3))
+
+
 def test_a_1_x_message_cut_inside_its_allocated_clause_keeps_the_figure_before_the_cut():
     (e,) = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 21.99 GiB total capacity; "
                       "20.68 GiB already allocate\n").events

@@ -723,8 +723,9 @@ class _EventReader:
                 dm := P.CURRENT_DEVICE.match(lines[hit.idx + 1].text)):
             f["gpu_index"] = int(dm["gpu"])  # ggml's check names the device on the line after its error
         fatal = detail.pop("fatal", True)
+        row = self._row_of(hit)
         return OOMEvent(
-            kind=cast(EventKind, hit.kind), source=source, line=first.number, end_line=lines[hit.end].number,
+            kind=cast(EventKind, hit.kind), source=source, line=row, end_line=max(row, lines[hit.end].number),
             rank=rank, step=step.value if step else None, phase=cast(Phase, phase),
             operation=cast(Operation, op.value) if op else None,
             message=regex.sub(r"\s+", " ", hit.text[hit.first:]).strip()[:4000],
@@ -732,6 +733,17 @@ class _EventReader:
             root_cause=self.root_rank is not None and rank == self.root_rank.value, run=run, detail=detail,
             evidence=evidence, **{k: v for k, v in f.items() if v is not None or k == "gpu_index"},
         )
+
+    def _row_of(self, hit: _Hit) -> int:
+        """The line the message starts on: where a terminal cut the first line into rows of the log's width and
+        unwrap joined them, the row a caching-allocator message's match starts in (it starts the message: "...
+        extraction failed: " / "CUDA out of memory. ..."); other formats' records start with their line."""
+        first, m = self.lines[hit.idx], hit.c.match
+        if first.end == first.number or m is None or not hit.c.fmt.name.startswith("CACHING") \
+                or m.start() >= len(first.text) or self.widest < WRAP_MIN_WIDTH or not hit.text.startswith(first.text):
+            return first.number
+        offset = len(first.raw.rstrip()) - len(first.text) + m.start()  # the prefixes normalising took off come first
+        return first.number + min(offset // self.widest, first.end - first.number)
 
     def _index_of(self, number: int) -> int:
         """The index in self.lines of the first line with line number `number` (a step's evidence points there)."""
