@@ -1034,6 +1034,13 @@ def test_a_prediction_scripts_walk_over_its_inputs_is_evaluation():
     assert (event.step, event.phase) == (0, "train")
 
 
+def test_a_frame_opened_by_a_code_spans_backtick_is_read():
+    tb = ('`File "/venv/lib/python3.8/site-packages/torch/nn/modules/module.py", line 671, in convert\n'
+          "    return t.to(device, dtype if t.is_floating_point() else None, non_blocking)\n")
+    (event,) = events(tb + MSG.rstrip("\n") + "`\n")
+    assert event.phase == "init"  # Module.to() moving the model
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -343,8 +343,6 @@ KNOWN_GAPS = {
     "'[rank5]:' traceback follows after a blank line and a line of prose gets no rank (only the very next line counts)",
     "p567-easylm-llama13b-v3-8-pjrt-replicas-wrapped-re-source.log": "held-out, scored only: events: five PJRT "
     "'Execution of replica 0 failed' lines for five device ordinals are folded into one event",
-    "p610-grounded-sam-demo-t1000-4gb-to-device-inline-code.log": "phase: torch's Module.to frame ('in convert', "
-    "'t.to(device, ...)') with an inline-code backtick glued before its 'File' is not read as set-up",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 

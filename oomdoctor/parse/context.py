@@ -154,7 +154,8 @@ TRAIN_BANNER = lazy(
     r"|^Training:\s{0,4}(?:(?:0%)?\|[^|\n]{0,160}\|\s{0,4}0/(?:\?|\d{1,20})|0it)\s{0,4}\[\d"
 )
 FRAME = lazy(
-    r'^\s*File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'  # CPython; TorchScript's autograd
+    # CPython (a markdown code span's backtick may open it: "`File ..."); TorchScript's autograd
+    r'^\s*`?File "(?P<file>[^"]{1,400})", line \d{1,20}, in (?P<func><backward op>|[\w<>.]+)'
     r"|^(?P<ipyfile>\S{1,400}\.py) in (?P<ipyfunc>\w+)\("  # IPython / Colab (before IPython 8)
     r"|^<ipython-input-[\w-]{1,80}> in (?P<cellfunc><module>|\w+)"  # a notebook cell (before IPython 8)
     r"|^\s*File (?P<ipy8file>\S[^\n]{0,400}?):\d{1,20}, in (?P<ipy8func>[\w<>.]+)"  # IPython 8+
