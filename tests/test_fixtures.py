@@ -387,3 +387,22 @@ def test_held_out_gaps_are_marked():
         (sidecar,) = [p.with_suffix(".yaml") for p in LOGS if p.name == name]
         project = project_of(yaml.safe_load(sidecar.read_text()).get("source"))
         assert held_out(project) == reason.startswith("held-out"), name
+
+
+def test_no_rule_is_tested_on_a_held_out_fixture():
+    # a rule's own firing and silent fixtures are what it is written against: never the held-out third
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))
+    from bench.accuracy import held_out, project_of
+
+    for rule in sorted((root / "rules").glob("*/*.yaml")):
+        tests = yaml.safe_load(rule.read_text()).get("tests") or {}
+        for path in [*(tests.get("fires") or []), *(tests.get("silent") or [])]:
+            if path.startswith("fixtures/"):
+                meta = yaml.safe_load((root / path).with_suffix(".yaml").read_text()) or {}
+                assert not held_out(project_of(meta.get("source"))), f"{rule.name}: {path}"
