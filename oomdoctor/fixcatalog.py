@@ -276,8 +276,8 @@ def _alloc_env(d: Derived, setting: str) -> Changes:
     changes: Changes = {"env": {name: setting}}
     since, older = ALLOC_SETTING_SINCE[setting.split(":")[0]]
     if era in older:  # this PyTorch ignores the setting: upgrade first
-        changes["shell"] = f"pip install -U 'torch>={since}'  # {setting.split(':')[0]} is read since PyTorch {since}; " \
-                           f"this message's wording is {era}'s"
+        changes["shell"] = f"pip install -U 'torch>={since}'  # PyTorch reads {setting.split(':')[0]} from {since} " \
+                           f"on; this message has {era}'s wording"
     return changes
 
 
