@@ -13,8 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p676-finetrainers-cogvideox-lora-vae-pad-rank0-cut.log": "detect: a 2.5+ torch.OutOfMemoryError message under torchrun's [rank0]: prefix cut right after 'Tried to allocate 214.00' (before the unit) is not detected",
-    "p677-comfyui-fluxtrainer-3090-epoch-bar-rich-allocation.log": "detect: cudaMallocAsync's short 'Allocation on device' in a rich-logged ComfyUI ERROR record (timestamp, level, right-aligned execution.py:430) glued to an unterminated training bar is not detected",
     "p633-marieai-segmenter-70gib-page-rich-log-wrapped.log": "held-out, scored only: figures: a rich-logged message with the log time after its first row and the rest wrapped into indented, blank-padded rows keeps only the first row's figures",
     "p625-marker-ray-worker-surya-detection-two-cotenants-cut.log": "step/phase: marker's unlabelled 0/11 per-PDF conversion bar (with surya's detection bars glued on) is read as training at step 0",
     "p601-seco-train-src-bar-569-glued-killed.log": "held-out, scored only: phase: an unlabelled tqdm bar (2975 = the Cityscapes train split, a per-image pass) is read as training",

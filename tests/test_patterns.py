@@ -92,6 +92,8 @@ EXAMPLES = [
     ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3725.29 GiB. GPU ", "cuda_oom", None,
      {"requested_bytes": b("3725.29", 3)}),  # cut at the device index
     ("!!! Exception during processing !!! Allocation on device ", "cuda_oom", None, {"requested_bytes": None}),
+    ("2025-07-08 10:39:40 ERROR    !!! Exception during processing !!! Allocation on device                   "
+     "execution.py:430", "cuda_oom", None, {"requested_bytes": None}),  # rich's logger: its source on the right
     # ^ the same, its 8-bit device index streamed as a character: device 0's NUL ended the print (ComfyUI)
     ("torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\n"
      "Currently allocated     : 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\n"
@@ -107,6 +109,8 @@ EXAMPLES = [
      "buffer size of 14302248960 bytes.", "mps_oom", None, {"requested_bytes": 17179869184, "total_bytes": None}),
     # ^ Apple MLX: one buffer over Metal's per-buffer limit (the limit is not the device's memory)
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
+    ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 214.00", "cuda_oom", None,
+     {"requested_bytes": None}),  # cut inside its request, before the unit: no size
     ("RuntimeError: CUDA Error 2, out of memory", "cuda_error", None, {}),  # tinygrad's runtime/ops_cuda.py check()
     ("  what():  Error while calling cudaMalloc(&data, new_size*sizeof(float)) in file /src/dlib/dnn/gpu_data.cpp:190. "
      "code: 2, reason: out of memory", "cuda_error", None, {}),  # dlib::cuda_error (dlib/cuda/cuda_errors.h)

@@ -106,7 +106,9 @@ CACHING_2_1_HEADLESS = lazy(
 # memory." - a paste or a notebook cut after it, or with the figures cut out before the message's closing pointer to
 # the documentation): no figures, but the exception names an allocator failure.
 CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of memory\.?[ \t]{0,40}"
-                    r"(?:See documentation for Memory Management[^\n]{0,120})?(?:\n|$)")
+                    r"(?:See documentation for Memory Management[^\n]{0,120}"
+                    # or cut inside its request, before the size's unit: "Tried to allocate 214.00"
+                    r"|Tried to(?: allocate(?: \d{1,20}(?:\.\d{0,20})?)?)?[ \t]{0,40})?(?:\n|$)")
 # PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
@@ -125,7 +127,10 @@ MALLOC_ASYNC = lazy(
 # The same message as many apps print it: c10::DeviceIndex is an 8-bit integer, which older builds streamed as a
 # character, so device 0 put a NUL after "Allocation on device " and the print stopped there (ComfyUI's
 # "!!! Exception during processing !!! Allocation on device "). Nothing after it: no figures, only the kind.
-MALLOC_ASYNC_CUT = lazy(r"(?m)Allocation on device(?: (?P<devchar>[\x00-\x0f])|[ \t]{0,8}$)")
+# A rich console logger puts its record's source on the right of the same row ("... Allocation on device
+# execution.py:430").
+MALLOC_ASYNC_CUT = lazy(r"(?m)Allocation on device(?: (?P<devchar>[\x00-\x0f])|[ \t]{0,8}$"
+                        r"|[ \t]{2,200}[\w.-]{1,80}\.py:\d{1,6}[ \t]*$)")
 # Apple MLX on Metal: one buffer larger than the device lets a single allocation be, "[metal::malloc] Attempting to
 # allocate 17179869184 bytes which is greater than the maximum allowed buffer size of 14302248960 bytes." (a
 # per-buffer limit, not the device's memory).
