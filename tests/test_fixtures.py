@@ -345,8 +345,6 @@ KNOWN_GAPS = {
     "'Execution of replica 0 failed' lines for five device ordinals are folded into one event",
     "p690-jmteb-mrtydi-retrieval-cdist-rank7-bel.log": "held-out, scored only: figures: a 2.1+ message whose device "
     "number reads as a caret control character ('GPU ^G has a total capacity') keeps only its request",
-    "p693-llm2vec-scidocs-from-pretrained-cut-112.log": "not detected: 'torch.cuda.OutOfMemoryError: CUDA out of "
-    "memory. Tried to allocate 112.' cut inside its request's figure, at the end of a from_pretrained traceback",
     "p694-crudrag-qwen7b-safe-request-bar-glued-bold.log": "held-out, scored only: step/phase: a benchmark's item bar "
     "(0/5) with an LLM wrapper's safe_request warnings glued to it is read as training at step 0, not generation",
     "p696-gpl-qgen-mt5-rewrapped-qpp1-bsz1.log": "held-out, scored only: not detected: GPL's own 'RuntimeError: CUDA "
