@@ -111,6 +111,7 @@ EXAMPLES = [
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", None, {}),  # a paste cut after its first sentence
     ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 214.00", "cuda_oom", None,
      {"requested_bytes": None}),  # cut inside its request, before the unit: no size
+    ("[rank6]: torch.OutOfMemoryError: CUDA out of memory. Tried", "cuda_oom", None, {}),  # cut after its first word
     ("RuntimeError: CUDA Error 2, out of memory", "cuda_error", None, {}),  # tinygrad's runtime/ops_cuda.py check()
     ("  what():  Error while calling cudaMalloc(&data, new_size*sizeof(float)) in file /src/dlib/dnn/gpu_data.cpp:190. "
      "code: 2, reason: out of memory", "cuda_error", None, {}),  # dlib::cuda_error (dlib/cuda/cuda_errors.h)

@@ -108,7 +108,7 @@ CACHING_2_1_HEADLESS = lazy(
 CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of memory\.?[ \t]{0,40}"
                     r"(?:See documentation for Memory Management[^\n]{0,120}"
                     # or cut inside its request, before the size's unit: "Tried to allocate 214.00"
-                    r"|Tried to(?: allocate(?: \d{1,20}(?:\.\d{0,20})?)?)?[ \t]{0,40})?(?:\n|$)")
+                    r"|Tried(?: to(?: allocate(?: \d{1,20}(?:\.\d{0,20})?)?)?)?[ \t]{0,40})?(?:\n|$)")
 # PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
