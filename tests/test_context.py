@@ -1041,6 +1041,17 @@ def test_a_frame_opened_by_a_code_spans_backtick_is_read():
     assert event.phase == "init"  # Module.to() moving the model
 
 
+def test_a_cuda_error_raised_in_pin_memory_is_the_hosts_page_locked_memory():
+    tb = ('Traceback (most recent call last):\n  File "/workspace/src/expert_cache.py", line 68, in <listcomp>\n'
+          "    torch.UntypedStorage(self.module_size).pin_memory(self.device) for _ in range(offload_size)]\n"
+          '  File "/venv/lib/python3.10/site-packages/torch/storage.py", line 226, in pin_memory\n'
+          "    cast(Storage, self)).pin_memory(device)\n")
+    (event,) = events(tb + "RuntimeError: CUDA error: out of memory\n")
+    assert (event.kind, event.operation) == ("cuda_error", "pin_memory")
+    (event,) = events(tb.replace("in pin_memory", "in _new_shared") + "RuntimeError: CUDA error: out of memory\n")
+    assert event.operation is None  # pin_memory() only in a code line, not the failing frame
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -1204,13 +1204,16 @@ def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line
 
 def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> Witness | None:
     """What was running: a KV-cache allocation or attention scores (from the failing statement or the innermost
-    frame), else the innermost recognised frame's optimizer (its step or its state set-up) or backward."""
+    frame), host memory being page-locked (the innermost frame), else the innermost recognised frame's optimizer (its
+    step or its state set-up) or backward."""
     if statement is not None and KV_STATEMENT.search(statement.text):
         return Witness("kv_cache", statement)
     if statement is not None and ATTENTION_STATEMENT.search(statement.text):
         return Witness("attention", statement)
     if frames and ATTENTION_FUNCS.search(frames[-1][0].rsplit(".", 1)[-1]):
         return Witness("attention", frames[-1][1])
+    if frames and frames[-1][0].rsplit(".", 1)[-1] == "pin_memory":  # cudaHostAlloc: the host's page-locked memory
+        return Witness("pin_memory", frames[-1][1])
     for func, ln in reversed(frames):
         name = func.rsplit(".", 1)[-1]
         if name in FORWARD_FUNCS:

@@ -39,7 +39,7 @@ class Value(Frozen):
     evidence: Evidence
 
 
-Operation = Literal["optimizer", "backward", "kv_cache", "attention"]
+Operation = Literal["optimizer", "backward", "kv_cache", "attention", "pin_memory"]
 
 
 class OtherProcess(Frozen):
