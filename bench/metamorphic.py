@@ -161,6 +161,13 @@ LIMITS = {
     "trailing-spaces": "a line a terminal wrapped at a space and an editor then padded cannot be told from a padded one "
                        "(a prefixed line's rest, unprefixed, is still read as its rest)",
 }
+# A log that was already pasted as a markdown quote ("> " on every line) and is then given a collector's or a
+# launcher's prefix keeps its quote marks after the prefix, where they are text: a traceback under them is not read.
+_QUOTED_THEN_PREFIXED = "a log already quoted with '> ' keeps its quote marks after the prefix (the frames under them are text)"
+LIMITS.update({name: _QUOTED_THEN_PREFIXED for name in (
+    "py-logging", "k8s", "docker-compose", "hf-logging", "gh-actions", "journald", "rank-torchrun", "rank-tee")})
+LIMITS["rank-srun"] = (_QUOTED_THEN_PREFIXED + "; a message a terminal wrapped at a space over three rows, each then "
+                       "labelled '0: ', loses the figures on its later rows")
 
 
 @dataclass(frozen=True)

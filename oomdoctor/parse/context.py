@@ -1691,7 +1691,8 @@ STACKS: dict[str, regex.Pattern[str]] = {
                        r"|rloo_trainer|online_dpo_trainer|_generate_and_score_completions|\bverl[/.]|openrlhf", regex.I),
     "torchtitan": lazy(r"torchtitan"),
     "megatron": lazy(r"megatron", regex.I),
-    "vllm": lazy(r"\bvllm\b|^\((?:" + _VLLM_ENGINE + r"|APIServer) pid=\d", regex.I),
+    # (its process label anywhere: behind a collector's prefix it sits in the middle of what normalising took off)
+    "vllm": lazy(r"\bvllm\b|\((?:" + _VLLM_ENGINE + r"|APIServer) pid=\d", regex.I),
     # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer,
     # llama.cpp and what runs it (llama-server, Ollama): its context set-up lines, its server, its CUDA start-up
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
