@@ -129,8 +129,8 @@ MALLOC_ASYNC = lazy(
 # "!!! Exception during processing !!! Allocation on device "). Nothing after it: no figures, only the kind.
 # A rich console logger puts its record's source on the right of the same row ("... Allocation on device
 # execution.py:430").
-MALLOC_ASYNC_CUT = lazy(r"(?m)Allocation on device(?: (?P<devchar>[\x00-\x0f])|[ \t]{0,8}$"
-                        r"|[ \t]{2,200}[\w.-]{1,80}\.py:\d{1,6}[ \t]*$)")
+MALLOC_ASYNC_CUT = lazy(r"(?m)Allocation on device(?: (?P<devchar>[\x00-\x0f])|[ \t]{0,200}$"
+                        r"|[ \t]{2,200}[\w.-]{1,80}\.py:\d{1,6}(?!\d))")
 # Apple MLX on Metal: one buffer larger than the device lets a single allocation be, "[metal::malloc] Attempting to
 # allocate 17179869184 bytes which is greater than the maximum allowed buffer size of 14302248960 bytes." (a
 # per-buffer limit, not the device's memory).

@@ -277,7 +277,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("CACHING_BARE", ("out of memory",), P.CACHING_BARE, _device_kind, recognise_only=True),
     MessageFormat("MALLOC_ASYNC", ("would exceed allowed memory",), P.MALLOC_ASYNC, "cuda_oom", _malloc_async),
     MessageFormat("MALLOC_ASYNC_CUT", ("Allocation on device",), P.MALLOC_ASYNC_CUT, "cuda_oom",
-                  lambda m: {"gpu_index": ord(m["devchar"])} if m["devchar"] else {}, complete=False),
+                  lambda m: {"gpu_index": ord(m["devchar"])} if m["devchar"] else {}, complete=False, single_line=True),
     MessageFormat("MPS", _OOM_WORDS, P.MPS, "mps_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
         "total_bytes": _size(m, "total"), "detail": {"other_allocations_bytes": _size(m, "other"), "pool": m["pool"]}}),
