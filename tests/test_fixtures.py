@@ -352,6 +352,8 @@ KNOWN_GAPS = {
     "(0/5) with an LLM wrapper's safe_request warnings glued to it is read as training at step 0, not generation",
     "p696-gpl-qgen-mt5-rewrapped-qpp1-bsz1.log": "held-out, scored only: not detected: GPL's own 'RuntimeError: CUDA "
     "out of memory during query generation (...)' re-raise, with no figures",
+    "p723-eventssm-dvs-gesture-train-1gib-backticked.log": "held-out, scored only: phase: a backticked "
+    "'python run_training.py task=...' command line above the message is not read as training",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
