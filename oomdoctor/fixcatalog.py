@@ -71,6 +71,12 @@ def _not_pytorch(d: Derived) -> bool:
             or _v(d, "own_allocator") is True)
 
 
+def _caching_allocator(d: Derived) -> bool:
+    """The failure went through PyTorch's CUDA/HIP caching allocator, the one PYTORCH_CUDA_ALLOC_CONF configures: not
+    XLA's, TensorFlow's, MPS's, the host's, or a library's own."""
+    return _v(d, "kind") not in ("xla_oom", "tf_oom", "mps_oom", "host_oom") and _v(d, "own_allocator") is not True
+
+
 def _preallocating_framework(d: Derived) -> bool:
     """TensorFlow or JAX is in the run (its failure, or the log names it): what preallocates most of a GPU."""
     return _v(d, "kind") in ("tf_oom", "xla_oom") or bool(_v(d, "stack_jax") or _v(d, "stack_tensorflow"))
@@ -639,7 +645,7 @@ def fitted(fix_ids: Sequence[str], d: Derived) -> list[str]:
     for f in _at_init(fix_ids, d) if _loading(d) else fix_ids:
         if f in ALREADY_APPLIED and ALREADY_APPLIED[f](d):
             continue
-        if f in NATIVE_ALLOCATOR_FIXES and _v(d, "allocator_async") is True:
+        if f in NATIVE_ALLOCATOR_FIXES and (_v(d, "allocator_async") is True or not _caching_allocator(d)):
             continue
         if f in NATIVE_ALLOCATOR_FIXES and _no_room_to_rearrange(d):
             continue

@@ -304,3 +304,11 @@ def test_an_allocator_setting_older_than_the_messages_pytorch_says_to_upgrade():
     assert "torch>=2.1" in build_fix("expandable-segments", hinted).changes["shell"]
     assert "shell" not in build_fix("expandable-segments", run(kind="cuda_oom", era="2.2-2.8")).changes
 
+
+def test_allocator_settings_only_for_pytorchs_caching_allocator():
+    ids = ["expandable-segments", "max-split-size", "halve-batch"]
+    assert fitted(ids, run(kind="cuda_oom")) == ids
+    for kind in ("xla_oom", "tf_oom", "mps_oom", "host_oom"):  # XLA's, TensorFlow's, MPS's allocator, the host
+        assert fitted(ids, run(kind=kind)) == ["halve-batch"], kind
+    assert fitted(ids, run(kind="cuda_error", own_allocator=True)) == ["halve-batch"]  # a library's own cudaMalloc
+
