@@ -13,6 +13,9 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p709-pixtral-comfy-node-217-frame-batch-16gb.log": "phase: a ComfyUI VLM node's own \"Prompt tokens: 8\" line after its image batch, then ComfyUI's \"Exception during processing\", is not read as generation",
+    "p710-comfyui-molmo-4090-bnb4bit-timestamped-allocation.log": "held-out, scored only: phase: a failure after the checkpoint-shard bars finished (2/2) is read as model loading, not the node's generation",
+    "p706-localaiocr-deepseekocr2-8gb-laptop-error-prefix.log": "held-out, scored only: phase: an app's own \"Error during inference: \" prefix on an OCR model that decodes text is not read as generation",
     "p663-tutel-glm-nvfp4-8xa100-cuda-graph-capture-rank6-cut.log": "phase: the message (cut after 'Tried', read since "
     "2026-11-29) comes from the script's own CUDA-graph build (build_cugraph) before serving: no frame name says set-up",
     "p661-makani-fcn3-pretrain-8xh200-mpirun-rank3.log": "phase: an mpirun command line running train.py (the stray backtick glued to its end) is not read as training",
