@@ -108,7 +108,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward, kv_cache (allocating a key/value cache), attention (computing attention scores) or pin_memory (page-locking host memory)"),
     "progress_after_oom": ("bool", "a training counter kept advancing after this OOM was raised: another run writes to the same output"),
     "own_allocator": ("bool", "the message is a library's own device allocation (llama.cpp's ggml, CTranslate2, TensorRT, "
-                      "ONNX Runtime, CuPy, faiss, RAPIDS, XGBoost, CatBoost, MXNet, Kaldi), not PyTorch's caching "
+                      "ONNX Runtime, CuPy, faiss, RAPIDS, XGBoost, CatBoost, MXNet, Kaldi, PaddlePaddle), not PyTorch's caching "
                       "allocator: its settings and autograd modes do not reach it"),
     "raised_in_engine": ("str", "the serving engine whose own process raised the OOM (vllm: its EngineCore or worker "
                                 "labelled the line), not a process beside it"),

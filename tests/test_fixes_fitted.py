@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oomdoctor.facts import FACTS, Derived
+from oomdoctor.facts import FACTS, Derived, derive
 from oomdoctor.fixcatalog import build_fix, fitted
 
 
@@ -311,4 +311,14 @@ def test_allocator_settings_only_for_pytorchs_caching_allocator():
     for kind in ("xla_oom", "tf_oom", "mps_oom", "host_oom"):  # XLA's, TensorFlow's, MPS's allocator, the host
         assert fitted(ids, run(kind=kind)) == ["halve-batch"], kind
     assert fitted(ids, run(kind="cuda_error", own_allocator=True)) == ["halve-batch"]  # a library's own cudaMalloc
+
+
+def test_paddles_own_allocator_gets_no_pytorch_allocator_settings():
+    from oomdoctor.parse import parse_text
+
+    paddle = ("ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.000244GB memory on GPU 0, "
+              "14.687500GB memory has been allocated and available memory is only 512.000000MB.\n")
+    d = derive(parse_text(paddle), 0)
+    assert d.values["own_allocator"] is True
+    assert fitted(["expandable-segments", "eval-no-grad", "halve-batch"], d) == ["halve-batch"]
 

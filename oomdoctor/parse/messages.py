@@ -358,14 +358,14 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("PADDLE_LEGACY", ("Cannot allocate",), P.PADDLE_LEGACY, "cuda_oom", lambda m: {
         "requested_bytes": to_bytes(m["requested"], "MiB"), "free_bytes": to_bytes(m["free"], "MiB"),
         "total_bytes": int(m["total"]), "gpu_index": int(m["gpu"]),
-        "allocated_bytes": to_bytes(m["used"], "GiB") if m["used"] else None}),
+        "allocated_bytes": to_bytes(m["used"], "GiB") if m["used"] else None}, own_allocator=True),
     MessageFormat("CATBOOST_OOM", ("Out of memory. Requested",), P.CATBOOST_OOM, "cuda_oom", lambda m: {
         "requested_bytes": to_bytes(m["requested"], "MiB"), "free_bytes": to_bytes(m["free"], "MiB")},
         same_failure=True, own_allocator=True),
     MessageFormat("CUDA_DRIVER_OOM", ("CUDA_ERROR_OUT_OF_MEMORY",), P.CUDA_DRIVER_OOM, "cuda_error", recognise_only=True),
     MessageFormat("PADDLE", ("Out of memory error on GPU",), P.PADDLE, "cuda_oom", lambda m: {
         "requested_bytes": _size(m, "requested"), "allocated_bytes": _size(m, "allocated"),
-        "free_bytes": _size(m, "free"), "gpu_index": int(m["gpu"])}),
+        "free_bytes": _size(m, "free"), "gpu_index": int(m["gpu"])}, own_allocator=True),
     MessageFormat("PADDLE_HOST", ("Fail to alloc memory",), P.PADDLE_HOST, "host_oom",
                   _requested_only, says="alloc_failed"),
     MessageFormat("CUBLAS", ("ALLOC_FAILED",), P.CUBLAS, "cublas",
