@@ -1174,7 +1174,8 @@ def test_comfyui_names_the_failing_node_or_its_sampling_code():
     assert e.phase == "generate"
     (e,) = events(panel.replace("KSampler", "CheckpointLoaderSimple"))
     assert e.phase == "init"
-    for node in ("CogVideoDecode", "VAEDecodeTiled", "WanVideoTextEncode"):  # a wrapper's own decoder or encoder
+    for node in ("CogVideoDecode", "VAEDecodeTiled", "WanVideoTextEncode",  # a wrapper's own decoder or encoder
+                 "KSampler (Efficient)"):  # a custom pack's node, its pack in parentheses
         (e,) = events(panel.replace("KSampler", node))
         assert e.phase == "generate", node
     (e,) = events(panel.replace("KSampler", "DepthFM_Zho"))  # a node whose name says nothing

@@ -13,7 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p751-efficiencynodes-ksampler-hiresfix-zluda-40gib-panel.log": "phase: ComfyUI's old error dialog \"Error occurred when executing KSampler (Efficient):\" names a sampler node, which is not read as generation",
     "p754-nunchaku-flux-loader-mio-read-fallbacks-tensor-h.log": "events: nunchaku's caught \"[warning] Failed to load safetensors using method MIO/READ: CUDA error: out of memory (at ...)\" lines and the raised one are one event, not three; \"Failed to load safetensors\" is not read as model loading",
     "p757-autosdpaint-krita-inpaint-lora-linear-8gb-cut.log": "phase: frames through the web UI's ldm attention and Lora Linear forward (UNet sampling) are not read as generation",
     "p709-pixtral-comfy-node-217-frame-batch-16gb.log": "phase: a ComfyUI VLM node's own \"Prompt tokens: 8\" line after its image batch, then ComfyUI's \"Exception during processing\", is not read as generation",

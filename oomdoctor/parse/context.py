@@ -1466,8 +1466,9 @@ def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
 # decoder is generating (the VAE's and a video wrapper's own: VAEDecodeTiled, CogVideoDecode, WanVideoDecode), a loader
 # is setting up.
 # Its console's header, and the "ComfyUI Error Report" its frontend writes ("- **Node Type:** KSampler").
-COMFY_NODE = lazy(r"^\s{0,4}(?:Error occurred when executing (?P<node>[\w .-]{1,80}?):"
-                  r"|-\s\*\*Node Type:\*\*\s(?P<node>[\w .-]{1,80}?))\s*$")
+# (a custom node's name may carry its pack in parentheses: "KSampler (Efficient)")
+COMFY_NODE = lazy(r"^\s{0,4}(?:Error occurred when executing (?P<node>[\w .()-]{1,80}?):"
+                  r"|-\s\*\*Node Type:\*\*\s(?P<node>[\w .()-]{1,80}?))\s*$")
 COMFY_NODE_PHASES = (("generate", lazy(r"Sampler|Decode|Encode|Upscale|Detailer", regex.I)),
                      ("init", lazy(r"Load(?:er)?(?:\b|[A-Z_])")))
 COMFY_HEADER_LINES = 6
