@@ -280,10 +280,11 @@ def _alloc_env(d: Derived, setting: str) -> Changes:
     era = _v(d, "era") or ""
     name = "PYTORCH_ALLOC_CONF" if era.startswith("2.9") else "PYTORCH_CUDA_ALLOC_CONF"
     changes: Changes = {"env": {name: setting}}
-    since, older = ALLOC_SETTING_SINCE[setting.split(":")[0]]
+    key = setting.split(":", 1)[0]
+    since, older = ALLOC_SETTING_SINCE[key]
     if era in older:  # this PyTorch ignores the setting: upgrade first
-        changes["shell"] = f"pip install -U 'torch>={since}'  # PyTorch reads {setting.split(':')[0]} from {since} " \
-                           f"on; this message has {era}'s wording"
+        changes["shell"] = f"pip install -U 'torch>={since}'  # PyTorch reads {key} from {since} on; this message has " \
+                           f"{era}'s wording"
     return changes
 
 

@@ -67,10 +67,11 @@ CACHING_2_1 = lazy(
     r"(?:with (?P<private>" + SIZE + r") allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
     r"and (?P<unallocated>" + SIZE + r") is reserved by PyTorch but unallocated\." + _HINT_TAIL
 )
-# (a message cut inside the clause's last words, "has 258.00 MiB memory i", still gives it: the size is whole)
+# A message cut inside a process clause's closing words ("has 258.00 MiB memory i") at its end: the size is whole.
+_IN_USE_CUT = r"(?: in?| in us?)?[\s\"'`]*$"
 PROCESS_CLAUSE = lazy(
     r"(?:(?P<self>Including non-PyTorch memory, this process)|Process (?P<pid>\d{1,20})) has (?P<size>" + SIZE + r") memory"
-    r"(?: in use|(?= ?(?:i|in|in u|in us)?[\s\"'`]*$))"
+    r"(?: in use|(?=" + _IN_USE_CUT + r"))"
 )
 # A 2.1+ message's figures up to wherever it was cut: the total and free, the process clauses, and the allocated and
 # reserved-but-unallocated figures once " is" follows each (a cut inside the number would misread it: "217.2").
@@ -78,9 +79,9 @@ _FIGURES_2_1_CUT = (
     r"has a total capac(?:ity|ty) of (?P<total>" + SIZE + r")(?: of which (?P<free>" + SIZE + r") ?is free)?"
     r"(?:\.\s?(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
     + r" memory in use\.\s?){0,64}"  # none where NVML is missing
-    # the last clause, cut inside its closing words ("Process 497175 has 258.00 MiB memory i"): its size is whole
-    r"(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE
-    + r" memory(?: in?| in us?)?[\s\"'`]*$)?))?"
+    # the last clause, cut inside its closing words (_IN_USE_CUT)
+    r"(?:(?:Including non-PyTorch memory, this process|Process \d{1,10}) has " + SIZE + r" memory" + _IN_USE_CUT
+    + r")?))?"
     r"(?:Of the allocated memory (?P<allocated>" + SIZE + r") is\b(?: allocated by PyTorch"
     r"(?:,\s(?:with " + SIZE + r" allocated in private pools \(e\.g\., \w+ Graphs\),\s)?"
     r"and (?P<unallocated>" + SIZE + r") is\b)?)?)?"
