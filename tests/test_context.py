@@ -1052,6 +1052,16 @@ def test_a_cuda_error_raised_in_pin_memory_is_the_hosts_page_locked_memory():
     assert event.operation is None  # pin_memory() only in a code line, not the failing frame
 
 
+def test_a_loaders_caught_cuda_errors_at_two_call_sites_are_two_failures_of_loading():
+    log = ("[2025-04-13 22:44:54.874] [warning] Failed to load safetensors using method MIO: CUDA error: out of memory "
+           "(at C:\\src\\Serialization.cpp:130)\n"
+           "[2025-04-13 22:45:02.011] [warning] Failed to load safetensors using method READ: CUDA error: out of memory "
+           "(at C:\\src\\Tensor.h:72)\n")
+    first, second = events(log)
+    assert (first.line, second.line) == (1, 2)  # each closed by its own source location
+    assert (first.phase, second.phase) == ("init", "init")
+
+
 def test_a_tensorflow_backward_op_is_training():
     log = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
            "shape[2048,3,130,130] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

@@ -13,7 +13,9 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p754-nunchaku-flux-loader-mio-read-fallbacks-tensor-h.log": "events: nunchaku's caught \"[warning] Failed to load safetensors using method MIO/READ: CUDA error: out of memory (at ...)\" lines and the raised one are one event, not three; \"Failed to load safetensors\" is not read as model loading",
+    "p754-nunchaku-flux-loader-mio-read-fallbacks-tensor-h.log": "phase: the raised failure (line 4), after "
+    "the loader's two caught ones (read as loading since 2026-11-29), has its traceback cut inside ComfyUI's executor: "
+    "nothing of its own names the loading",
     "p757-autosdpaint-krita-inpaint-lora-linear-8gb-cut.log": "phase: frames through the web UI's ldm attention and Lora Linear forward (UNet sampling) are not read as generation",
     "p709-pixtral-comfy-node-217-frame-batch-16gb.log": "phase: a ComfyUI VLM node's own \"Prompt tokens: 8\" line after its image batch, then ComfyUI's \"Exception during processing\", is not read as generation",
     "p710-comfyui-molmo-4090-bnb4bit-timestamped-allocation.log": "held-out, scored only: phase: a failure after the checkpoint-shard bars finished (2/2) is read as model loading, not the node's generation",

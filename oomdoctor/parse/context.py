@@ -1272,6 +1272,8 @@ MESSAGE_EVAL = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed) (?:while |when |duri
 MESSAGE_INIT = lazy(r"\b(?:[Ee]rror|[Ff]ailed|[Ff]ailure) (?:while |when |during )?(?:creating|loading|initiali[sz]ing) "
                     r"(?:the )?(?:model|modelInstanceState|engine|pipeline|checkpoint)\b|\bcreating modelInstanceState\b"
                     r"|\bfailed to load '[^'\n]{1,120}' version \d"
+                    # a loader's own report ("Failed to load safetensors using method MIO: CUDA error: ...")
+                    r"|\b[Ff]ailed to load (?:the )?(?:safetensors|weights|model|checkpoint|state dict)\b"
                     r"|\] Exception during initialization: ")  # ONNX Runtime creating its session (inference_session.cc)
 
 

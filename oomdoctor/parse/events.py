@@ -55,6 +55,7 @@ WORKER_REPORT_BACK_LINES = 20
 _COMPLETE = lazy(
     r"cached\)|reserved in total by PyTorch\)|reserved by PyTorch but unallocated\.|MPS backend out of memory \([^\n]{0,400}?pool"
     r"|memory fraction\)\s{0,40}:\s{0,4}\d"  # cudaMallocAsync's last figure
+    r"|out of memory \(at [^()\n]{1,300}:\d{1,6}\)"  # a C++ check's error, closed by its source location
 )
 # A continuation that starts a new labelled figure ("Currently allocated     : 9.43 GiB") is a new line of the
 # message, not the rest of a hard-wrapped one.
