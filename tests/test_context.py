@@ -1201,6 +1201,8 @@ def test_the_launch_commands_script_names_an_evaluation_or_a_sampling_run():
     assert e.phase == "eval"
     (e,) = events("torchrun --nproc_per_node 8 scripts/sample.py --ckpt model.pt\n" + MSG)
     assert e.phase == "generate"
+    (e,) = events("`python -u sample_frag.py --ckpt 500.pt --num_samples 50`\n\n" + MSG)  # pasted as a code span
+    assert e.phase == "generate"
     # inference.py is either (a classifier's evaluation, a generative model's sampling): no phase from it
     (e,) = events("$ python scripts/inference.py --prompt cat\n" + MSG)
     assert e.phase == "unknown"

@@ -361,8 +361,6 @@ KNOWN_GAPS = {
     "out of memory during query generation (...)' re-raise, with no figures",
     "p723-eventssm-dvs-gesture-train-1gib-backticked.log": "held-out, scored only: phase: a backticked "
     "'python run_training.py task=...' command line above the message is not read as training",
-    "p817-pmdm-samplefrag-243gib-capacty-backticked.log": "phase: a backticked 'python -u sample_frag.py ... "
-    "--num_samples 50 --sampling_type generalized' command line above the message is not read as generation",
     "p819-rfdiffusion-c4-oligo-660-hydra-glued-6gb.log": "phase: RFdiffusion's 'python .\\scripts\\run_inference.py "
     "... inference.num_designs=1' command line above the message is not read as generation",
 }

@@ -1351,7 +1351,7 @@ SCRIPT_PHASES = (
 # The command that launched the run, as a shell prompt or a log echoes it: "$ bash ./scripts/test.sh 0 ...",
 # "python tools/test.py cfg.py", "torchrun --nproc_per_node 8 sample.py". Its script's name is the weakest evidence
 # of the phase, used when nothing else in the log names one; only names that say eval or generation count.
-LAUNCH = lazy(r"^\s{0,4}(?:[$#>]\s{1,2})?(?:[A-Z_]{1,40}=\S{1,80}\s{1,4}){0,4}"
+LAUNCH = lazy(r"^\s{0,4}`?(?:[$#>]\s{1,2})?(?:[A-Z_]{1,40}=\S{1,80}\s{1,4}){0,4}"  # (a code span's backtick may open it)
               r"(?:python\d?(?:\.\d{1,2})?(?:\s{1,4}-u)?|bash|sh|torchrun|deepspeed|accelerate\s{1,4}launch)"
               r"(?:\s{1,4}--?[\w-]{1,40}(?:[= ][\w.:/-]{1,80})?){0,6}\s{1,4}(?P<script>[\w./\\-]{1,200}\.(?:py|sh))\b")
 LAUNCH_PHASES = (
