@@ -15,8 +15,6 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p808-monoscene-nyu-rtx5000-hydra-command.log": "phase: a training script's command line with Hydra overrides "
     "(train_monoscene.py ... batch_size=2) above the message is not read as training",
-    "p802-adlab-bevfusion-spconv-indice-error-2.log": "detect: spconv's \"RuntimeError: .../indice_cuda.cu 124\" over "
-    "\"cuda execution failed with error 2\" (cudaErrorMemoryAllocation) is not read as an out-of-memory error",
     "p805-pcaccumulation-waymo-three-refusals-glued-bars.log": "held-out, scored only: a message retyped with \"GPU O\" "
     "(a letter) loses its figures or is missed, and the tqdm bar glued after each message is not read as the step",
     "p754-nunchaku-flux-loader-mio-read-fallbacks-tensor-h.log": "phase: the raised failure (line 4), after "

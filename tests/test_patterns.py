@@ -181,6 +181,8 @@ EXAMPLES = [
     ('CUDA error at src/kernel.cu:42 code=2(cudaErrorMemoryAllocation) "cudaMalloc(&d_buf, bytes)"', "cuda_error",
      None, {}),  # the CUDA samples' helper_cuda.h checkCudaErrors
     ("RuntimeError: CUDA failed with error out of memory", "cuda_error", None, {}),  # CTranslate2
+    ("RuntimeError: mmdet3d/ops/spconv/src/indice_cuda.cu 124\ncuda execution failed with error 2", "cuda_error", None,
+     {}),  # spconv's check: the location, then CUDA's error 2 (cudaErrorMemoryAllocation)
     ("F0228 17:38:20.483613  4104 syncedmem.cpp:64] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
      "cuda_error", None, {}),  # Caffe's glog check
     ("  what():  [17:54:40] /src/mxnet/3rdparty/mshadow/mshadow/./stream_gpu-inl.h:198: Check failed: e == cudaSuccess "
@@ -721,3 +723,12 @@ def test_metals_command_buffer_abort_is_found_with_its_code_cut_off():
     for code in ("", " (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"):
         (e,) = parse_text(line.format(code)).events
         assert (e.kind, e.detail.get("message_says")) == ("mps_oom", "metal_out_of_memory")
+
+
+def test_a_checks_source_location_above_its_error_is_the_messages_first_line():
+    log = ('  File "/workspace/mmdet3d/ops/spconv/ops.py", line 91, in get_indice_pairs\n'
+           "RuntimeError: mmdet3d/ops/spconv/src/indice_cuda.cu 124\ncuda execution failed with error 2\n")
+    (e,) = parse_text(log).events
+    assert (e.kind, e.line, e.end_line) == ("cuda_error", 2, 3)
+    assert not parse_text(log.replace("error 2", "error 700")).events  # another CUDA error is no OOM
+

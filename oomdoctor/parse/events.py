@@ -352,6 +352,17 @@ def _trigger_across(lines: Sequence[Line], i: int) -> bool:
     return cut_row(lines, i - 1) and has_trigger(lines[i - 1].raw[-_SEAM_CHARS:] + lines[i].raw[:_SEAM_CHARS])
 
 
+# An exception whose message is only a source location ("RuntimeError: .../indice_cuda.cu 124"): a check macro
+# printing where it failed, its error on the next line.
+_LOCATION_HEAD = lazy(r"^\w[\w.]{0,80}(?:Error|Exception): \S{1,300}\.(?:cu|cuh|cc|cpp|h|hpp):? ?\d{1,6}\s*$")
+
+
+def _location_head(lines: Sequence[Line], i: int) -> bool:
+    """The line right before lines[i] raised an exception whose message is the failing check's source location."""
+    return i > 0 and lines[i - 1].number == lines[i - 1].end and lines[i].number == lines[i - 1].end + 1 \
+        and lines[i - 1].rank == lines[i].rank and _LOCATION_HEAD.match(lines[i - 1].text) is not None
+
+
 def _wrapped_into(lines: Sequence[Line], i: int) -> bool:
     """lines[i] may be the tail of the line before it, cut by a hard wrap mid-word ("...: cudaMalloc fail" /
     "ed: out of memory"): that line comes right before it, fills at least WRAP_MIN_WIDTH columns without a
@@ -383,7 +394,8 @@ def _find_hits(lines: Sequence[Line], terminal: int | None, widest: int) -> Iter
         # (a pasted traceback line and the error run together on one line).
         code_like = t.lstrip().startswith(("#", "except ", "raise ", "if ", "elif ", "return ", ">>>"))
         c, text, end, offsets = _recognise(lines, i, memo, terminal)
-        if not _full(c) and _wrapped_into(lines, i):  # the message's head is on the line a hard wrap cut it from
+        # the message's head is on the line a hard wrap cut it from, or is a check's source location above it
+        if not _full(c) and (_wrapped_into(lines, i) or _location_head(lines, i)):
             head = _recognise(lines, i - 1, memo, terminal)
             if head[0] is not None and (c is None or _full(head[0])):
                 (c, text, end, offsets), i = head, i - 1

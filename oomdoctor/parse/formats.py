@@ -20,7 +20,7 @@ TRIGGERS = (
     "out of memory", "Out of memory", "OOM", "ALLOC_FAILED", "Killed", "killed", "SIGKILL", "exitcode", "KV cache",
     "cache blocks", "Out Of Memory", "oom", "RESOURCE_EXHAUSTED", "DefaultCPUAllocator", "ran out of memory",
     "esource exhausted", "memory limit", "return code", "Unable to allocate", "OutOfMemoryError", "exited unexpectedly",
-    "Fail to alloc memory", "for new constant", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
+    "Fail to alloc memory", "for new constant", "failed with error 2", "bad_alloc", "MemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "code 137", "signal 9",
     "hipError_t(1002)", "Runtime Error at", "cudaErrorMemoryAllocation", "cudaMalloc failed", "cudaMalloc retry failed",
     "Cannot allocate", "Tried to allocate", "Allocation on device", "failed to allocate memory", "[metal::malloc]",
     "memory allocation of", "ResourceExhaustedError", "Memory allocation fail", "CUBLAS_STATUS_NOT_INITIALIZED",
@@ -279,6 +279,9 @@ XLA_REQUEST = lazy(
     r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Failed to allocate request for \d{1,20}(?:\.\d{1,20})?\s?[KMGT]?i?B"
     r" \((?P<requested>\d{1,20})B\) on device ordinal (?P<device>\d{1,4})"
 )
+# spconv's check after a CUDA call (TV_CHECK_CUDA_ERR): the source location as the exception's message, then "cuda
+# execution failed with error 2" on the next line (2: cudaErrorMemoryAllocation).
+SPCONV_CHECK = lazy(r"[\w./\\-]{1,300}\.(?:cu|cuh|cc|cpp|h) \d{1,6}\s{0,4}cuda execution failed with error 2(?!\d)")
 # XLA's GPU executable placing a compiled program's constant in device memory outside its BFC allocator: the device
 # had no room ("INTERNAL: Failed to allocate 98697216 bytes for new constant"; jaxlib's XlaRuntimeError).
 XLA_CONSTANT = lazy(r"Failed to allocate (?P<requested>\d{1,20}) bytes for new constant")

@@ -379,6 +379,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   lambda m: {"requested_bytes": parse_size(m["requested"])}, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("SKIP_BATCH", ("ran out of memory",), P.SKIP_BATCH, "cuda_oom", recognise_only=True, same_failure=True),
     MessageFormat("XLA_REQUEST", _XLA_WORDS, P.XLA_REQUEST, "xla_oom", _requested_only, veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("SPCONV_CHECK", ("failed with error 2",), P.SPCONV_CHECK, "cuda_error", recognise_only=True,
+                  own_allocator=True),
     MessageFormat("XLA_CONSTANT", ("for new constant",), P.XLA_CONSTANT, "xla_oom", _requested_only),
     MessageFormat("XLA_HBM", _XLA_WORDS, P.XLA_HBM, "xla_oom", lambda m: {
         "total_bytes": _xla_size(m["limit"]), "detail": {"used_bytes": _xla_size(m["used"]), "memory_space": m["space"]}},
