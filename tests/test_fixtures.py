@@ -361,6 +361,10 @@ KNOWN_GAPS = {
     "out of memory during query generation (...)' re-raise, with no figures",
     "p723-eventssm-dvs-gesture-train-1gib-backticked.log": "held-out, scored only: phase: a backticked "
     "'python run_training.py task=...' command line above the message is not read as training",
+    "p830-nanochat-speedrun-inductor-logits-buffer.log": "figures: a shortened retyped message ('GPU has 79.19 GiB "
+    "total, 6.68 GiB free, 72.48 GiB in use by this process.') on the line after the request keeps only the request",
+    "p833-llmcourse-bnb-quantized-to-device-cuda-error.log": "held-out, scored only: phase: an IPython frame in "
+    "transformers' set_module_quantized_tensor_to_device (placing a loaded weight) is not read as init",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
