@@ -367,6 +367,12 @@ KNOWN_GAPS = {
     "'python run_training.py task=...' command line above the message is not read as training",
     "p819-rfdiffusion-c4-oligo-660-hydra-glued-6gb.log": "phase: RFdiffusion's 'python .\\scripts\\run_inference.py "
     "... inference.num_designs=1' command line above the message is not read as generation",
+    "p830-nanochat-speedrun-inductor-logits-buffer.log": "figures: a shortened retyped message ('GPU has 79.19 GiB "
+    "total, 6.68 GiB free, 72.48 GiB in use by this process.') on the line after the request keeps only the request",
+    "p833-llmcourse-bnb-quantized-to-device-cuda-error.log": "held-out, scored only: phase: an IPython frame in "
+    "transformers' set_module_quantized_tensor_to_device (placing a loaded weight) is not read as init",
+    "p835-handsonml3-ch16-use-module-4gb-tf.log": "held-out, scored only: not detected: TensorFlow's op_kernel "
+    "warning 'RESOURCE_EXHAUSTED: failed to allocate memory' with no request, shape or allocator",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
