@@ -354,7 +354,7 @@ def _trigger_across(lines: Sequence[Line], i: int) -> bool:
 
 # An exception whose message is only a source location ("RuntimeError: .../indice_cuda.cu 124"): a check macro
 # printing where it failed, its error on the next line.
-_LOCATION_HEAD = lazy(r"^\w[\w.]{0,80}(?:Error|Exception): \S{1,300}\.(?:cu|cuh|cc|cpp|h|hpp):? ?\d{1,6}\s*$")
+_LOCATION_HEAD = lazy(r"^\w[\w.]{0,80}(?:Error|Exception): \S{1,300}" + P.CPP_SOURCE + r":? ?\d{1,6}\s*$")
 
 
 def _location_head(lines: Sequence[Line], i: int) -> bool:

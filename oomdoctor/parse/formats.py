@@ -279,9 +279,11 @@ XLA_REQUEST = lazy(
     r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Failed to allocate request for \d{1,20}(?:\.\d{1,20})?\s?[KMGT]?i?B"
     r" \((?P<requested>\d{1,20})B\) on device ordinal (?P<device>\d{1,4})"
 )
+# A C++/CUDA source file's extension, as a check macro prints where it failed.
+CPP_SOURCE = r"\.(?:cu|cuh|cc|cpp|h|hpp)"
 # spconv's check after a CUDA call (TV_CHECK_CUDA_ERR): the source location as the exception's message, then "cuda
 # execution failed with error 2" on the next line (2: cudaErrorMemoryAllocation).
-SPCONV_CHECK = lazy(r"[\w./\\-]{1,300}\.(?:cu|cuh|cc|cpp|h) \d{1,6}\s{0,4}cuda execution failed with error 2(?!\d)")
+SPCONV_CHECK = lazy(r"[\w./\\-]{1,300}" + CPP_SOURCE + r" \d{1,6}\s{0,4}cuda execution failed with error 2(?!\d)")
 # XLA's GPU executable placing a compiled program's constant in device memory outside its BFC allocator: the device
 # had no room ("INTERNAL: Failed to allocate 98697216 bytes for new constant"; jaxlib's XlaRuntimeError).
 XLA_CONSTANT = lazy(r"Failed to allocate (?P<requested>\d{1,20}) bytes for new constant")
