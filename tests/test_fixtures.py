@@ -373,8 +373,6 @@ KNOWN_GAPS = {
     "transformers' set_module_quantized_tensor_to_device (placing a loaded weight) is not read as init",
     "p835-handsonml3-ch16-use-module-4gb-tf.log": "held-out, scored only: not detected: TensorFlow's op_kernel "
     "warning 'RESOURCE_EXHAUSTED: failed to allocate memory' with no request, shape or allocator",
-    "p880-koboldcpprocm-rx6800-hipvmm-inline.log": "detect: ggml's HIP VMM pool abort 'ggml-cuda.cu:444: "
-    "HipVMM Failure: out of memory' (a ROCm build) is not found",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 

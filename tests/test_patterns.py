@@ -181,6 +181,7 @@ EXAMPLES = [
     ('CUDA error at src/kernel.cu:42 code=2(cudaErrorMemoryAllocation) "cudaMalloc(&d_buf, bytes)"', "cuda_error",
      None, {}),  # the CUDA samples' helper_cuda.h checkCudaErrors
     ("RuntimeError: CUDA failed with error out of memory", "cuda_error", None, {}),  # CTranslate2
+    ("ggml/src/ggml-cuda/ggml-cuda.cu:444: HipVMM Failure: out of memory", "hip_oom", None, {}),  # ggml's HIP pool
     ("RuntimeError: mmdet3d/ops/spconv/src/indice_cuda.cu 124\ncuda execution failed with error 2", "cuda_error", None,
      {}),  # spconv's check: the location, then CUDA's error 2 (cudaErrorMemoryAllocation)
     ("F0228 17:38:20.483613  4104 syncedmem.cpp:64] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",

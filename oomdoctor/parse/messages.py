@@ -319,6 +319,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("CUDA_FAILURE", ("CUDA failure 2",), P.CUDA_FAILURE, "cuda_error",
                   lambda m: {"gpu_index": int(m["gpu"]) if m["gpu"] else None}),
     MessageFormat("HIP_ERROR", ("HIP error", "hipErrorOutOfMemory"), P.HIP_ERROR, "hip_oom", recognise_only=True),
+    # ggml's HIP build checking its virtual-memory pool (CU_CHECK): "ggml-cuda.cu:444: HipVMM Failure: out of memory"
+    MessageFormat("GGML_HIP_VMM", ("HipVMM Failure: out of memory",), None, "hip_oom", own_allocator=True),
     MessageFormat("XPU_DEVICE_MEMORY", ("OUT_OF_DEVICE_MEMORY",), P.XPU_DEVICE_MEMORY, "xpu_oom", recognise_only=True),
     MessageFormat("DIRECTML_ALLOC", ("GPU video memory",), P.DIRECTML_ALLOC, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "detail": {"backend": "directml"}}),
