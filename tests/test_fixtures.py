@@ -376,6 +376,9 @@ KNOWN_GAPS = {
     "p851-ragen-4090-private-pools-inline-code.log": "figures: the one 'Process N has' clause with no 'this process' "
     "clause sums with the free figure to the card's total, so it is the failing process, but it is below PyTorch's "
     "own reserve and stays in other_processes",
+    "p852-searchr1-ray-oom-hint-line-alone.log": "not detected: Ray's memory-monitor hint ('Refer to the "
+    "documentation on how to address the out of memory issue ... RAY_memory_usage_threshold ...') pasted alone, "
+    "without the raylet's node_manager line",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
