@@ -379,6 +379,8 @@ KNOWN_GAPS = {
     "p852-searchr1-ray-oom-hint-line-alone.log": "not detected: Ray's memory-monitor hint ('Refer to the "
     "documentation on how to address the out of memory issue ... RAY_memory_usage_threshold ...') pasted alone, "
     "without the raylet's node_manager line",
+    "p853-oneshotrlvr-colocated-workerdict-died-8-a100.log": "held-out, scored only: not detected: Ray's "
+    "ActorDiedError naming the OOM killer as its first possible root cause (as p390)",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
