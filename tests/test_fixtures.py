@@ -381,6 +381,8 @@ KNOWN_GAPS = {
     "without the raylet's node_manager line",
     "p853-oneshotrlvr-colocated-workerdict-died-8-a100.log": "held-out, scored only: not detected: Ray's "
     "ActorDiedError naming the OOM killer as its first possible root cause (as p390)",
+    "p854-simplerlzoo-ray-job-failed-banner-actor-died.log": "not detected: Ray's 'actor is dead' line naming the "
+    "OOM killer as its first possible root cause, above Ray Jobs' failure banner and a RayActorError (as p390)",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
