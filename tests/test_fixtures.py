@@ -373,6 +373,8 @@ KNOWN_GAPS = {
     "transformers' set_module_quantized_tensor_to_device (placing a loaded weight) is not read as init",
     "p835-handsonml3-ch16-use-module-4gb-tf.log": "held-out, scored only: not detected: TensorFlow's op_kernel "
     "warning 'RESOURCE_EXHAUSTED: failed to allocate memory' with no request, shape or allocator",
+    "p865-pyramidflow-768p-offload-bar-3-of-16-gradio.log": "step/phase: a video sampler's bar at 3/16 under the "
+    "app's '[INFO] Starting text-to-video generation...' banner is read as training step 3, not generation",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
