@@ -375,6 +375,8 @@ KNOWN_GAPS = {
     "warning 'RESOURCE_EXHAUSTED: failed to allocate memory' with no request, shape or allocator",
     "p865-pyramidflow-768p-offload-bar-3-of-16-gradio.log": "step/phase: a video sampler's bar at 3/16 under the "
     "app's '[INFO] Starting text-to-video generation...' banner is read as training step 3, not generation",
+    "p869-comfyui-echomimic-v2-600-frames-allocation-on-device.log": "phase: EchoMimic's 'infer length is 600' and "
+    "'latents shape:... video_length:600' prints before ComfyUI's exception line are not read as generation",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
