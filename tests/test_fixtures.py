@@ -174,6 +174,9 @@ KNOWN_GAPS = {
     "b-msswift-rlhf-rank15-private-pools.log": "held-out, scored only (not viewed): its sidecar keeps phase unknown "
     "under the earlier convention that another rank's traceback says nothing of this rank's phase; since 2026-11-29 "
     "a traceback of another rank right after the message, with a phase's frame by name, is read (train)",
+    "b-vllm-lora-private-pools.log": "held-out, scored only (not viewed): its sidecar keeps the message's sole "
+    "'Process N' clause as another process; since 2026-11-29 a sole listed process that makes up the card's used "
+    "memory (and at least about PyTorch's reserve) is read as the failing process under a container's pid",
     "p149-hunyuanvideo-xdit-hip-rank3.log": "phase: rank 3's message, then rank 2's traceback (borrowed since "
     "2026-11-29): its frame, the video sampler's predict(), reads as evaluation where it samples (generate)",
     "p149-hyavatar-h100-audio-sampling.log": "held-out, scored only: a lone 'Process N has' clause larger than the "
@@ -270,9 +273,6 @@ KNOWN_GAPS = {
     "p234-skyrl-tx-jax-cumemallocasync-two-devices-stats.log": "held-out, scored only: XLA's cudaMallocAsync "
                                                                "'failed to allocate N bytes' on two devices reads as "
                                                                "one cuda_error without figures or GPU",
-    "p236-rllm-verl-32b-32k-update-policy-cumem-process.log": "held-out, scored only: figures: the only process "
-                                                              "clause (all the used memory, 7.5 GiB above the "
-                                                              "reserve) is kept as another process",
     "p328-comfyui-gguf-b580-xpu-ur-ignoring-copy-then-lora.log": "events: a loader's caught 'ignoring copy_' "
                                                                  "failure and the next allocation's raised one "
                                                                  "(same UR text) are read as one event",
@@ -373,12 +373,6 @@ KNOWN_GAPS = {
     "transformers' set_module_quantized_tensor_to_device (placing a loaded weight) is not read as init",
     "p835-handsonml3-ch16-use-module-4gb-tf.log": "held-out, scored only: not detected: TensorFlow's op_kernel "
     "warning 'RESOURCE_EXHAUSTED: failed to allocate memory' with no request, shape or allocator",
-    "p851-ragen-4090-private-pools-inline-code.log": "figures: the one 'Process N has' clause with no 'this process' "
-    "clause sums with the free figure to the card's total, so it is the failing process, but it is below PyTorch's "
-    "own reserve and stays in other_processes",
-    "p852-searchr1-ray-oom-hint-line-alone.log": "not detected: Ray's memory-monitor hint ('Refer to the "
-    "documentation on how to address the out of memory issue ... RAY_memory_usage_threshold ...') pasted alone, "
-    "without the raylet's node_manager line",
     "p853-oneshotrlvr-colocated-workerdict-died-8-a100.log": "held-out, scored only: not detected: Ray's "
     "ActorDiedError naming the OOM killer as its first possible root cause (as p390)",
     "p854-simplerlzoo-ray-job-failed-banner-actor-died.log": "not detected: Ray's 'actor is dead' line naming the "

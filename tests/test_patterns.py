@@ -181,6 +181,8 @@ EXAMPLES = [
     ('CUDA error at src/kernel.cu:42 code=2(cudaErrorMemoryAllocation) "cudaMalloc(&d_buf, bytes)"', "cuda_error",
      None, {}),  # the CUDA samples' helper_cuda.h checkCudaErrors
     ("RuntimeError: CUDA failed with error out of memory", "cuda_error", None, {}),  # CTranslate2
+    ("Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/"
+     "scheduling/ray-oom-prevention.html.", "host_oom", None, {}),  # Ray's memory-monitor kill, its advice alone
     ("ggml/src/ggml-cuda/ggml-cuda.cu:444: HipVMM Failure: out of memory", "hip_oom", None, {}),  # ggml's HIP pool
     ("RuntimeError: mmdet3d/ops/spconv/src/indice_cuda.cu 124\ncuda execution failed with error 2", "cuda_error", None,
      {}),  # spconv's check: the location, then CUDA's error 2 (cudaErrorMemoryAllocation)
@@ -732,4 +734,20 @@ def test_a_checks_source_location_above_its_error_is_the_messages_first_line():
     (e,) = parse_text(log).events
     assert (e.kind, e.line, e.end_line) == ("cuda_error", 2, 3)
     assert not parse_text(log.replace("error 2", "error 700")).events  # another CUDA error is no OOM
+
+
+def test_the_one_listed_process_that_makes_up_the_cards_use_is_the_failing_one():
+    # a container: the failing process under its own pid, its NVML figure a little under PyTorch's reserve
+    msg = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.87 GiB. GPU 0 has a total capacity of 23.64 "
+           "GiB of which 3.67 GiB is free. Process 3436127 has 19.96 GiB memory in use. Of the allocated memory 20.34 GiB "
+           "is allocated by PyTorch, and 73.38 MiB is reserved by PyTorch but unallocated.\n")
+    (e,) = parse_text(msg).events
+    assert (e.process_in_use_bytes, e.other_processes) == (b("19.96", 3), ())
+    # the card's use is not that process's alone: someone else holds the rest
+    (e,) = parse_text(msg.replace("3.67 GiB is free", "0.67 GiB is free")).events
+    assert e.process_in_use_bytes is None and [p.pid for p in e.other_processes] == [3436127]
+    # Ray's memory-monitor advice pasted alone still names the host's out-of-memory kill
+    (e,) = parse_text("Refer to the documentation on how to address the out of memory issue: "
+                      "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.\n").events
+    assert e.kind == "host_oom"
 

@@ -427,6 +427,8 @@ SHM_EXHAUSTED = lazy(r"workers are out of shared memory|insufficient shared memo
 # running low on memory." (Ray 2.x).
 RAY_HOST_OOM = lazy(r"RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
                     r"|OutOfMemoryError: (?:Task|Actor) was killed due to the node running low on memory")
+# The advice that closes Ray's memory-monitor kill, pasted without the lines before it: only that kill prints it.
+RAY_OOM_HINT = lazy(r"Refer to the documentation on how to address the out of memory issue: https?://docs\.ray\.io/")
 # cymem's pool (spaCy, thinc) failing to get host memory: "MemoryError: Error assigning 18446744072562989824 bytes" (a
 # size that wrapped around reads as an impossible request, which the figures' plausibility check then flags).
 CYMEM_ALLOC = lazy(r"MemoryError: Error assigning (?P<requested>\d{1,25}) bytes")

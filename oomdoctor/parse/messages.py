@@ -24,6 +24,9 @@ Figures: TypeAlias = dict[str, Any]
 
 CLASSIFY_CHARS = 16384  # a message is classified on its first 16 KiB (a longer one is glued text)
 PROCESS_SELF_MARGIN_BYTES = 4 * GIB  # a container's own pid sits at most this far above PyTorch's reserve
+# A sole listed process whose memory and the free memory make up the card, to this margin, is the failing one (its
+# NVML figure may lag PyTorch's reserve by as much)
+SOLE_PROCESS_MARGIN_BYTES = GIB
 DEVICE_KIND = {"CUDA": "cuda_oom", "HIP": "hip_oom", "XPU": "xpu_oom", "NPU": "cuda_oom", "MLU": "cuda_oom",
                "GCU": "cuda_oom", "MUSA": "cuda_oom"}
 TF_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
@@ -170,7 +173,17 @@ def _processes(f: Figures, procs: str) -> None:
             me = min(candidates, key=lambda p: p.bytes - f["reserved_bytes"])
             f["process_in_use_bytes"] = me.bytes
             others.remove(me)
+        elif len(others) == 1 and _sole_process(f, others[0]):
+            f["process_in_use_bytes"] = others.pop().bytes
     f["other_processes"] = tuple(others)
+
+
+def _sole_process(f: Figures, p: OtherProcess) -> bool:
+    """The one process the message lists holds all the card's used memory and at least about PyTorch's reserve: it is
+    the failing process under a container's pid (NVML's figure may lag the reserve a little)."""
+    total, free, reserved = f.get("total_bytes"), f.get("free_bytes"), f["reserved_bytes"]
+    return total is not None and free is not None and abs(total - free - p.bytes) <= SOLE_PROCESS_MARGIN_BYTES \
+        and p.bytes >= reserved - SOLE_PROCESS_MARGIN_BYTES
 
 
 def _xla_size(v: str) -> int:
@@ -425,6 +438,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("BAD_ALLOC", ("std::bad_alloc",), P.BAD_ALLOC, "host_oom", recognise_only=True, same_failure=True,
                   says="alloc_failed"),
     MessageFormat("RAY_HOST_OOM", ("OutOfMemoryError",), P.RAY_HOST_OOM, "host_oom", recognise_only=True),
+    MessageFormat("RAY_OOM_HINT", ("address the out of memory issue",), P.RAY_OOM_HINT, "host_oom", recognise_only=True,
+                  same_failure=True),
     MessageFormat("RUST_ALLOC", ("memory allocation of",), P.RUST_ALLOC, "host_oom",
                   _requested_only, single_line=True, says="alloc_failed"),
     MessageFormat("CYMEM_ALLOC", ("Error assigning",), P.CYMEM_ALLOC, "host_oom",
