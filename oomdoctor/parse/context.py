@@ -12,7 +12,7 @@ import regex
 
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
-from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row, strip_prefixes
+from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row, next_row, strip_prefixes
 from oomdoctor.units import UnitError, parse_size, to_bytes
 
 # ---- steps -------------------------------------------------------------------------------------------
@@ -1054,9 +1054,8 @@ def frames_of_next_rank(lines: Sequence[Line], end: int, rank: int) -> list[tupl
     its own: the ranks run one program in step, and one rank's traceback tells where they all were. Only when one of
     its frames is a phase's by name (PHASE_FRAMES): a launcher's wrapper ("_training_function" around a predict run)
     says too little about another process."""
-    nxt = lines[end + 1] if end + 1 < len(lines) else None
-    if nxt is None or nxt.rank is None or nxt.rank == rank or nxt.number != lines[end].end + 1 \
-            or not nxt.text.startswith("Traceback (most recent call last)"):
+    nxt = next_row(lines, end)
+    if nxt is None or nxt.rank is None or nxt.rank == rank or not nxt.text.startswith("Traceback (most recent call last)"):
         return []
     frames = frames_after(lines, end, nxt.rank)
     return frames if any(func in names for func, _ in frames for names in PHASE_FRAMES.values()) else []
@@ -2241,7 +2240,7 @@ def join_cut_frames(lines: Sequence[Line]) -> Sequence[Line]:
         ln, j = lines[k], k
         if 'File "' in ln.text and ln.text.lstrip().startswith('File "') and not FRAME.match(ln.text):
             text = ln.text
-            while j + 1 < len(lines) and j - k + 1 < FRAME_ROWS and lines[j + 1].number == lines[j].end + 1:
+            while j - k + 1 < FRAME_ROWS and next_row(lines, j) is not None:
                 text += lines[j].raw[len(lines[j].raw.rstrip()):] + lines[j + 1].raw  # a cut at a space keeps it
                 j += 1
                 if FRAME.match(text):

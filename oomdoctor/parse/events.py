@@ -30,7 +30,7 @@ from oomdoctor.parse.model import (
     RunContext,
     Value,
 )
-from oomdoctor.parse.normalize import LOGGER_HEADER, WRAP_MIN_WIDTH, Line, cut_row, normalize_region, unwrap
+from oomdoctor.parse.normalize import LOGGER_HEADER, WRAP_MIN_WIDTH, Line, cut_row, next_row, normalize_region, unwrap
 from oomdoctor.parse.reader import LimitWarning, ProgressFn, Region, check_path, scan
 from oomdoctor.parse.record import is_record_file
 from oomdoctor.parse.record import read as read_record
@@ -359,7 +359,7 @@ _LOCATION_HEAD = lazy(r"^\w[\w.]{0,80}(?:Error|Exception): \S{1,300}" + P.CPP_SO
 
 def _location_head(lines: Sequence[Line], i: int) -> bool:
     """The line right before lines[i] raised an exception whose message is the failing check's source location."""
-    return i > 0 and lines[i - 1].number == lines[i - 1].end and lines[i].number == lines[i - 1].end + 1 \
+    return i > 0 and lines[i - 1].number == lines[i - 1].end and next_row(lines, i - 1) is lines[i] \
         and lines[i - 1].rank == lines[i].rank and _LOCATION_HEAD.match(lines[i - 1].text) is not None
 
 
@@ -627,8 +627,8 @@ class _EventReader:
         if first.rank is None and hit.idx > 0 and (prev := self.lines[hit.idx - 1]).rank is not None \
                 and len(prev.raw) == self.widest and cut_row(self.lines, hit.idx - 1) and not prev.raw.endswith(" "):
             return prev.rank, None  # the rest of a row a terminal cut: the launcher's prefix is on the row it came from
-        if first.rank is None and hit.end + 1 < len(self.lines) and (nxt := self.lines[hit.end + 1]).rank is not None \
-                and nxt.number == self.lines[hit.end].end + 1 and _TRACEBACK_START.match(nxt.text):
+        if first.rank is None and (nxt := next_row(self.lines, hit.end)) is not None and nxt.rank is not None \
+                and _TRACEBACK_START.match(nxt.text):
             # the exception's own traceback, under its rank, on the very next line
             return nxt.rank, ctx._ev(self.source, nxt)
         if first.rank is None and (traced := self._traced_rank(hit)) is not None:
@@ -640,8 +640,8 @@ class _EventReader:
     def _traced_rank(self, hit: _Hit) -> tuple[int, Evidence] | None:
         """The rank a tracing span field gives on the message's own last row or the row after it: Text Generation
         Inference's shard logs end a multi-line record with its span's fields (" rank=0")."""
-        for ln in self.lines[hit.end : hit.end + 2]:
-            if "rank=" in ln.text and (m := _SPAN_RANK.match(ln.text)) and ln.number <= self.lines[hit.end].end + 1:
+        for ln in (self.lines[hit.end], next_row(self.lines, hit.end)):
+            if ln is not None and "rank=" in ln.text and (m := _SPAN_RANK.match(ln.text)):
                 return int(m["rank"]), ctx._ev(self.source, ln)
         return None
 

@@ -196,28 +196,6 @@ def dims_of(shape: str) -> list[int]:
     return [int(d) for d in shape.replace(" ", "").split(",") if d]
 
 
-def _tensor_bytes(dims: list[int], dtype: str | None) -> int | None:
-    """Bytes of a tensor of this shape and dtype (TensorFlow and NumPy names), or None for an unknown dtype."""
-    size = TF_DTYPE_BYTES.get((dtype or "").lower())
-    if not size:
-        return None
-    n = size
-    for d in dims:
-        n *= d
-    return n
-
-
-def _tf_oom(m: Match) -> Figures:
-    if m["shape"] is None:
-        return {}
-    dims = dims_of(m["shape"])
-    f: Figures = {"detail": {"shape": dims, "dtype": m["dtype"], "device": m["device"], "allocator": m["allocator"]}}
-    n = _tensor_bytes(dims, m["dtype"])
-    if n is not None:
-        f["requested_bytes"] = n
-    return f
-
-
 # NumPy's array-protocol type strings ("<u8", "|S16", "<U32"): kind and size; U counts 4-byte characters.
 _NUMPY_TYPESTR = lazy(r"^[<>|=]?(?P<kind>[biufcSUVmMO])(?P<n>\d{1,6})$")
 # A structured data type's fields as NumPy prints them: "[('sample_id', '<u8'), ('ptr', '<u8')]" (a field with a
@@ -237,11 +215,28 @@ def _numpy_itemsize(dtype: str) -> int | None:
     return int(m["n"]) * (4 if m["kind"] == "U" else 1)
 
 
+def _tensor_bytes(dims: list[int], dtype: str | None) -> int | None:
+    """Bytes of a tensor of this shape and dtype (TensorFlow and NumPy names, NumPy's type strings and structured
+    types: _numpy_itemsize), or None for an unknown dtype."""
+    item = _numpy_itemsize(dtype or "")
+    return item * math.prod(dims) if item else None
+
+
+def _tf_oom(m: Match) -> Figures:
+    if m["shape"] is None:
+        return {}
+    dims = dims_of(m["shape"])
+    f: Figures = {"detail": {"shape": dims, "dtype": m["dtype"], "device": m["device"], "allocator": m["allocator"]}}
+    n = _tensor_bytes(dims, m["dtype"])
+    if n is not None:
+        f["requested_bytes"] = n
+    return f
+
+
 def _numpy_alloc(m: Match) -> Figures:
     """NumPy's host allocation failure: the exact request from the shape and dtype, else its rounded size."""
     dims = dims_of(m["shape"])
-    item = _numpy_itemsize(m["dtype"])
-    n = item * math.prod(dims) if dims and item else None
+    n = _tensor_bytes(dims, m["dtype"]) if dims else None
     if n is not None:
         return {"requested_bytes": n, "detail": {"shape": dims, "dtype": m["dtype"]}}
     return {"requested_bytes": parse_size(m["size"].replace(". ", " ").rstrip(".")) if m["size"] else None}

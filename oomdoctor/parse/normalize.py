@@ -188,10 +188,15 @@ def normalize_region(first_line: int, lines: list[str]) -> list[Line]:
 WRAP_MIN_WIDTH = 60  # a terminal or paste that hard-wraps lines does so at 60 columns or more
 
 
+def next_row(lines: Sequence[Line], i: int) -> Line | None:
+    """lines[i + 1] when it is the physical line printed right after lines[i] (none dropped between them), else None."""
+    return lines[i + 1] if 0 <= i < len(lines) - 1 and lines[i + 1].number == lines[i].end + 1 else None
+
+
 def cut_row(lines: Sequence[Line], i: int) -> bool:
     """Whether lines[i] may be a row a terminal cut, going on in lines[i + 1]: wide enough to be one, the next physical
     line right after it."""
-    return 0 <= i < len(lines) - 1 and len(lines[i].raw) >= WRAP_MIN_WIDTH and lines[i + 1].number == lines[i].end + 1
+    return next_row(lines, i) is not None and len(lines[i].raw) >= WRAP_MIN_WIDTH
 
 
 # A line that starts a record of its own is never the rest of a wrapped one.
