@@ -1595,6 +1595,24 @@ def test_a_bar_over_an_iterable_without_a_length_counts_steps():
     assert step("Training data loop: 37it [00:10,  3.60it/s, loss=0.5]") == ctx.StepCount(37, None, True)
 
 
+def test_a_bar_labelled_by_another_stage_counts_no_steps():
+    """A bar whose label says what it is doing counts training steps only when that is training."""
+    def step(text: str):
+        return ctx.step_of(Line(1, None, text))
+    for other in ("Extrapolating border:  14%|████▊     | 1/7 [00:46<04:36, 46.13s/it]",  # a mesh stage (p903)
+                  "Detecting bboxes: 100%|██████████| 1/1 [00:00<00:00,  2.93it/s]",  # an OCR model's stage (p625)
+                  "Sanity Checking DataLoader 0:   0%|          | 0/2 [00:00<?, ?it/s]",  # Lightning's sanity check
+                  "Sampling: 40%|████      | 10/25 [00:04<00:06,  2.31it/s]",
+                  "Upscaling 3/12: 25%|██▌       | 3/12 [00:09<00:27,  3.0s/it]"):
+        assert step(other) is None, other
+    for training in ("Training:  45%|████▌     | 45/100 [00:10<00:12,  4.40it/s, loss=0.31]",
+                     "Fine-tuning: 12%|█▏        | 12/100 [00:03<00:22,  3.9it/s]",
+                     "Pretraining 12%|█▏        | 12/100 [00:03<00:22,  3.9it/s]",
+                     "Epoch 1: 100%|██████████| 50/50 [00:10<00:00,  4.9it/s, loss=0.3]",
+                     " 45%|████▌     | 45/100 [00:10<00:12,  4.40it/s]"):
+        assert step(training) is not None, training
+
+
 def _open_epoch(epoch: int, upto: int, post: str = "") -> str:
     return "".join(f"Epoch {epoch}: |          | {k}/? [00:00<00:00, 84.14it/s{post}]\n" for k in range(upto + 1))
 

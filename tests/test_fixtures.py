@@ -28,7 +28,6 @@ KNOWN_GAPS = {
     "2026-11-29) comes from the script's own CUDA-graph build (build_cugraph) before serving: no frame name says set-up",
     "p661-makani-fcn3-pretrain-8xh200-mpirun-rank3.log": "phase: an mpirun command line running train.py (the stray backtick glued to its end) is not read as training",
     "p633-marieai-segmenter-70gib-page-rich-log-wrapped.log": "held-out, scored only: figures: a rich-logged message with the log time after its first row and the rest wrapped into indented, blank-padded rows keeps only the first row's figures",
-    "p625-marker-ray-worker-surya-detection-two-cotenants-cut.log": "step/phase: marker's unlabelled 0/11 per-PDF conversion bar (with surya's detection bars glued on) is read as training at step 0",
     "p601-seco-train-src-bar-569-glued-killed.log": "held-out, scored only: phase: an unlabelled tqdm bar (2975 = the Cityscapes train split, a per-image pass) is read as training",
     "p596-vllmgfx906-qwen3-32b-tp2-hip-glued-engine-traceback.log": "held-out, scored only: phase: a vllm serve command line followed by the failure is not read as start-up",
     "d-host-cpualloc-fooocus-twice.log": "held-out, scored only: phase: frames name a generate pipeline, the sidecar says init",

@@ -956,7 +956,10 @@ _NON_TRAIN_LABEL = (
     r"|Capturing|Computing|Packing|Running tokenizer|Evaluating|Validat|Predict|Test"
     r"|Batches(?=:)"  # sentence-transformers' encode(): embedding a corpus, not training
     r"|\bmAP50-95\)"  # Ultralytics' validation bar, headed "Class Images Instances Box(P R mAP50 mAP50-95): 50%"
-    r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?)"  # building data: "Training datasets: 100%|"
+    r"|\b\w{1,20}[ _-](?:data ?sets?|files|shards):?"  # building data: "Training datasets: 100%|"
+    # any other stage a bar names by what it is doing ("Extrapolating border: 14%|", "Adding EOS to train dataset",
+    # Lightning's "Sanity Checking"): only a training verb names training steps
+    r"|(?<![\w-])(?!(?:Train|Fine-?tun|Pre-?train)ing\b)[A-Z][a-z]{2,20}ing\b)"
 )
 # The same label before an open bar's count (tqdm over an iterable without a length): "Tokenizing: 512it [00:01, ...]"
 NON_TRAIN_OPEN = lazy(_NON_TRAIN_LABEL + r"[^|%\n]{0,80}$")
@@ -979,7 +982,7 @@ NON_TRAIN_NEEDS = Literals((
     "oading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
     "Resolving", "Saving", "Converting", "Quantiz", "Calibrat", "Capturing", "Computing", "Packing", "Running tokenizer",
     "Evaluating", "Validat", "Predict", "Test", "Batches", "mAP50-95)", "data", "files", "shards", "Scanning ",
-    "valid_loss=", "examples/s]", "ba/s]", "epoch/s", "s/epoch", "epochs/s",
+    "valid_loss=", "examples/s]", "ba/s]", "epoch/s", "s/epoch", "epochs/s", "ing",
 ))
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
