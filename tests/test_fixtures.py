@@ -13,8 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p903-depthmap-script-3d-inpaint-extrapolating-border-bar.log": "step/phase: the depth-map extension's 3D-inpainting "
-    "\"Extrapolating border: 14%| 1/7\" bar after the message (a per-image mesh stage) is read as training at step 1",
     "p901-raft-demo-1440x2560-corr-volume-12gib.log": "held-out, scored only: phase: RAFT's CorrBlock.__init__ frame, "
     "called from the model's forward in test mode, is read as set-up (init)",
     "p808-monoscene-nyu-rtx5000-hydra-command.log": "phase: a training script's command line with Hydra overrides "
