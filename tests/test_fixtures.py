@@ -382,6 +382,14 @@ KNOWN_GAPS = {
     "app's '[INFO] Starting text-to-video generation...' banner is read as training step 3, not generation",
     "p869-comfyui-echomimic-v2-600-frames-allocation-on-device.log": "phase: EchoMimic's 'infer length is 600' and "
     "'latents shape:... video_length:600' prints before ComfyUI's exception line are not read as generation",
+    "p930-dreamerv2torch-pong-24g-train-start.log": "phase: a train.py command line (the README's Atari Pong "
+    "command) two lines above the message is not read as training (as p808)",
+    "p933-walkthesewaysphysx-pxgalloc-repeated.log": "not detected: Isaac Gym PhysX's 'PxgCudaDeviceMemoryAllocator "
+    "fail to allocate memory N bytes!! Result = 2' (cudaErrorMemoryAllocation) line",
+    "p934-isaacgymenvs-job-prefix-pxgalloc.log": "not detected: Isaac Gym PhysX's 'PxgCudaDeviceMemoryAllocator fail "
+    "to allocate memory N bytes!! Result = 2' behind a '<time> [job] ' prefix, after 'Physics Device: cuda:0'",
+    "p935-isaaclab-carb-cudainterop-startup.log": "phase: carb.cudainterop's allocation failure inside Isaac Sim's "
+    "start-up (system table, then PhysX unable to create its CUDA context manager) is not read as init",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
