@@ -384,10 +384,9 @@ KNOWN_GAPS = {
     "'latents shape:... video_length:600' prints before ComfyUI's exception line are not read as generation",
     "p930-dreamerv2torch-pong-24g-train-start.log": "phase: a train.py command line (the README's Atari Pong "
     "command) two lines above the message is not read as training (as p808)",
-    "p933-walkthesewaysphysx-pxgalloc-repeated.log": "not detected: Isaac Gym PhysX's 'PxgCudaDeviceMemoryAllocator "
-    "fail to allocate memory N bytes!! Result = 2' (cudaErrorMemoryAllocation) line",
-    "p934-isaacgymenvs-job-prefix-pxgalloc.log": "not detected: Isaac Gym PhysX's 'PxgCudaDeviceMemoryAllocator fail "
-    "to allocate memory N bytes!! Result = 2' behind a '<time> [job] ' prefix, after 'Physics Device: cuda:0'",
+    "p934-isaacgymenvs-job-prefix-pxgalloc.log": "gpu/phase: PhysX's refusal (read since 2026-11-29) names no "
+    "device; the 'Physics Device: cuda:0' banner before it is not read as its GPU, nor the start-up (the extension "
+    "build, PhysX's start banners, no step yet) as init",
     "p935-isaaclab-carb-cudainterop-startup.log": "phase: carb.cudainterop's allocation failure inside Isaac Sim's "
     "start-up (system table, then PhysX unable to create its CUDA context manager) is not read as init",
 }

@@ -166,6 +166,8 @@ BATTERY = [
      True, {}),  # LightGBM cuda_utils gpuAssert "[CUDA] %s %s %d" (shape of lightgbm-org/LightGBM#4082)
     ("catboost", "catboost/cuda/cuda_lib/cuda_base.h:281: CUDA error 2: out of memory", "cuda_error", True,
      {}),  # catboost/cuda/cuda_lib/cuda_base.h CUDA_SAFE_CALL: "CUDA error " << code << ": " << cudaGetErrorString
+    ("physx", "PxgCudaDeviceMemoryAllocator fail to allocate memory 339738624 bytes!! Result = 2", "cuda_error", True,
+     {"requested_bytes": 339738624}),  # NVIDIA PhysX GPU simulation under Isaac Gym (Improbable-AI/walk-these-ways#20)
     ("nvidia warp", "Warp CUDA error 2: out of memory (in function alloc_device_async, "
      "/builds/omniverse/warp/warp/native/warp.cu:588)", "cuda_error", True, {}),  # NVIDIA/warp#611
     # --- CuPy, numba, PyCUDA ---
@@ -296,6 +298,8 @@ SILENT = [
     ("rmm.reinitialize(pool_allocator=True, initial_pool_size=2**30, maximum_pool_size=2**32)", "an RMM pool set-up"),
     ("we catch std::bad_alloc: out of memory in the tokenizer and fall back", "a C++ what() string in prose"),
     ("RuntimeError: Invalid buffer size: 8 KB requested by the audio ring", "another program's buffer check"),
+    ("PxgCudaDeviceMemoryAllocator fail to allocate memory 4096 bytes!! Result = 700",
+     "PhysX's allocator failing on another CUDA error (700: an illegal address), not memory"),
 ]
 
 

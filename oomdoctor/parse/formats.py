@@ -29,6 +29,7 @@ TRIGGERS = (
     "Invalid buffer size", "allocating <= available", "Code 2: OutOfMemory", "CallbackErrorOutOfMemory",
     "requires more system memory", "GPU video memory", "to allocate CUDA", "Workspace can't be allocated",
     "allocate CPU Memory", "Free memory on device", "low on resource: memory", "Insufficient Memory",
+    "fail to allocate memory",
     *KILLED_TRANSLATED,
 )
 
@@ -216,6 +217,9 @@ THRUST_BAD_ALLOC = lazy(r"thrust::(?:\w{1,60}::)?system::detail::bad_alloc")  # 
 # cudaErrorMemoryAllocation: out of memory\n- Free memory: 11310923776\n- Requested memory: 47996".
 XGBOOST_DEVICE = lazy(r"Memory allocation error on worker \d{1,6}: [^\n]{0,300}\n?[ \t]{0,8}- Free memory: (?P<free>\d{1,20})"
                       r"\s{0,8}- Requested memory: (?P<requested>\d{1,20})")
+# NVIDIA PhysX's GPU simulation (Isaac Gym, Isaac Sim) allocating its own buffers; result 2 is CUDA's out of memory:
+# "PxgCudaDeviceMemoryAllocator fail to allocate memory 339738624 bytes!! Result = 2"
+PHYSX_DEVICE = lazy(r"PxgCudaDeviceMemoryAllocator fail to allocate memory (?P<requested>\d{1,20}) bytes!! Result = 2\b")
 # DeepSpeed's inference kernels sizing their workspace (inference_context.h), after printing Requested/Free/Total.
 DEEPSPEED_WORKSPACE = lazy(r"Workspace can't be allocated, no enough memory")
 # vLLM's start-up check of the free memory against gpu_memory_utilization (another process holds the rest): "Free
