@@ -18,7 +18,7 @@ PREFIXES = ["[rank3]: ", "[rank12]:", "rank4: ", "[1,3]<stderr>: ", "3: ", "2024
             "E0101 12:00:00.123456 1234 f.cc:12] ", "Nov 28 12:00:01 gpu-node-3 python[12345]: ", "12:00:01.123 ",
             "[12:00:00] ", "- ERROR - mod - ", "2024-05-01T12:00:01.1234567Z ", "05/01/2024 12:00:01 - INFO - __main__ - ",
             "ERROR 07-30 18:15:55 [core.py:1142] ", "INFO 07-30 18:15:55 engine.py:400] ", "0.01.047.215 E ",
-            "INFO [llamacpp-router stdout] [45979] "]
+            "INFO [llamacpp-router stdout] [45979] ", "[10,436ms] [Error] [carb.cudainterop.plugin] "]
 
 
 def one_at_a_time(text: str) -> tuple[int | None, str]:
@@ -57,6 +57,10 @@ def test_stacked_prefixes_are_all_taken_and_the_first_rank_kept():
     # llama.cpp's own timestamp and level, relayed by a supervisor that names the child's stream (Jan)
     assert strip_prefixes("INFO [llamacpp-router stdout] [45979] 0.00.116.142 I srv  load_model: loading model") == (
         None, "srv  load_model: loading model")
+    # NVIDIA Omniverse Kit (Isaac Sim) after its date: elapsed milliseconds, level, the plugin that logged
+    assert strip_prefixes("2025-02-13 12:01:23 [10,436ms] [Error] [carb.cudainterop.plugin] CUDA error 2: "
+                          "cudaErrorMemoryAllocation - out of memory)") == (
+        None, "CUDA error 2: cudaErrorMemoryAllocation - out of memory)")
 
 
 @pytest.mark.parametrize("chunk", range(4))

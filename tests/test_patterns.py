@@ -670,6 +670,14 @@ def test_a_glog_record_header_starts_a_new_failure_not_the_rest_of_the_last():
                       "bytes) from device: CUDA_ERROR_OUT_OF_MEMORY\n" for g in (13.83, 12.45, 11.2))
     (event,) = parse_text(backoff).events
     assert event.requested_bytes == int(13.83 * 2**30)
+    # Omniverse Kit's records (Isaac Sim) each under a date, then elapsed milliseconds, level and plugin: the
+    # message ends at the next record, not six records later
+    kit = ("2025-02-13 12:01:23 [10,436ms] [Error] [carb.cudainterop.plugin] CUDA error 2: cudaErrorMemoryAllocation - "
+           "out of memory)\n"
+           "2025-02-13 12:01:23 [10,476ms] [Error] [omni.physx.plugin] Unable to create PxCudaContextManager!\n")
+    (event,) = parse_text(kit).events
+    assert (event.kind, event.message, event.end_line) == (
+        "cuda_error", "CUDA error 2: cudaErrorMemoryAllocation - out of memory)", 1)
 
 
 def test_a_message_soft_wrapped_with_each_row_padded_to_the_terminal_reads_whole():

@@ -26,9 +26,11 @@ JOURNAL_HEADER_RE = (r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s[\s\
                      r"[\w.@:/-]{1,64}\[\d{1,10}\]:(?:\s|$)")
 JOURNAL_HEADER = lazy(JOURNAL_HEADER_RE)
 # A program's own logger's record header, one per record (never on the rest of a row a terminal wrapped): vLLM's
-# "ERROR 07-30 18:15:55 [engine.py:400] " (before 0.7 "engine.py:400] "), llama.cpp's "0.01.047.215 E ".
+# "ERROR 07-30 18:15:55 [engine.py:400] " (before 0.7 "engine.py:400] "), llama.cpp's "0.01.047.215 E ", NVIDIA
+# Omniverse Kit's (Isaac Sim) "[10,436ms] [Error] [carb.cudainterop.plugin] ".
 LOGGER_HEADER_RE = (r"(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s"
-                    r"\[?[\w.-]{1,80}\.py:\d{1,6}\]\s?|\d{1,4}\.\d\d\.\d{3}\.\d{3}\s[IWEDT]\s)")
+                    r"\[?[\w.-]{1,80}\.py:\d{1,6}\]\s?|\d{1,4}\.\d\d\.\d{3}\.\d{3}\s[IWEDT]\s"
+                    r"|\[\d{1,3}(?:,\d{3}){0,4}ms\]\s\[(?:Error|Warning|Info|Verbose|Fatal)\]\s\[[\w.-]{1,80}\]\s)")
 LOGGER_HEADER = lazy(LOGGER_HEADER_RE)
 # Prefixes that carry no rank: timestamps, levels, logger names, pdsh host names.
 LOG_PREFIX_RE = (
