@@ -15,6 +15,8 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p901-raft-demo-1440x2560-corr-volume-12gib.log": "held-out, scored only: phase: RAFT's CorrBlock.__init__ frame, "
     "called from the model's forward in test mode, is read as set-up (init)",
+    "p918-fauxpilot-codegen350m-ds-backticked-then-banner.log": "phase: the message is quoted above the pasted "
+    "console of the same run, so the Trainer's \"***** Running training *****\" block comes after it and is not read",
     "p808-monoscene-nyu-rtx5000-hydra-command.log": "phase: a training script's command line with Hydra overrides "
     "(train_monoscene.py ... batch_size=2) above the message is not read as training",
     "p805-pcaccumulation-waymo-three-refusals-glued-bars.log": "held-out, scored only: a message retyped with \"GPU O\" "
