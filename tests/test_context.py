@@ -829,6 +829,24 @@ def test_a_message_prefix_naming_evaluation_is_the_phase_and_an_encode_bar_is_no
     assert (event.phase, event.step) == ("eval", None)
 
 
+def test_a_message_prefix_or_a_start_line_naming_generation_is_the_phase():
+    oom = "CUDA out of memory. Tried to allocate 9.07 GiB. GPU 0 has a total capacity of 23.68 GiB of which 7.80 GiB is free.\n"
+    bar = " 19%|███▊               | 3/16 [01:37<07:00, 32.31s/it]\n"
+    # an app's own error line around the message (a Gradio text-to-video demo)
+    (event,) = events("[ERROR] Error during text-to-video generation: " + oom)
+    assert event.phase == "generate"
+    # its start line, then the sampler's unlabelled bar: the bar is the generation's, not training step 3
+    (event,) = events("[INFO] Starting text-to-video generation...\n" + bar + "RuntimeError: " + oom)
+    assert (event.phase, event.step) == ("generate", None)
+    # a training bar after a sampling run at a checkpoint is training again
+    (event,) = events("Start sampling\n" + bar + "Steps:  45%|████▌     | 450/1000 [10:00<12:00, 1.31s/it]\n"
+                      "RuntimeError: " + oom)
+    assert (event.phase, event.step) == ("train", 450)
+    # words about generation that start nothing
+    (event,) = events("generation config: max_new_tokens=64\n" + bar + "RuntimeError: " + oom)
+    assert event.phase == "train"
+
+
 def test_an_ide_exception_view_lists_its_frames_after_the_message_innermost_first():
     view = ("Exception has occurred: OutOfMemoryError\n"
             "CUDA out of memory. Tried to allocate 16.00 MiB (GPU 0; 4.00 GiB total capacity; 3.46 GiB already "

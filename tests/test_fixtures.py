@@ -380,8 +380,6 @@ KNOWN_GAPS = {
     "ActorDiedError naming the OOM killer as its first possible root cause (as p390)",
     "p854-simplerlzoo-ray-job-failed-banner-actor-died.log": "not detected: Ray's 'actor is dead' line naming the "
     "OOM killer as its first possible root cause, above Ray Jobs' failure banner and a RayActorError (as p390)",
-    "p865-pyramidflow-768p-offload-bar-3-of-16-gradio.log": "step/phase: a video sampler's bar at 3/16 under the "
-    "app's '[INFO] Starting text-to-video generation...' banner is read as training step 3, not generation",
     "p869-comfyui-echomimic-v2-600-frames-allocation-on-device.log": "phase: EchoMimic's 'infer length is 600' and "
     "'latents shape:... video_length:600' prints before ComfyUI's exception line are not read as generation",
     "p930-dreamerv2torch-pong-24g-train-start.log": "phase: a train.py command line (the README's Atari Pong "

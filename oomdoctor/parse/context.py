@@ -370,7 +370,8 @@ def may_be_train_banner(text: str) -> bool:
 
 def may_be_serving_banner(text: str) -> bool:
     """False when SERVING_BANNER cannot match: each of its forms holds one of these literals."""
-    return "http" in text or "istening on" in text or "ready to roll" in text or "startup complete" in text
+    return "http" in text or "istening on" in text or "ready to roll" in text or "startup complete" in text \
+        or "eneration" in text or "ampling" in text
 
 
 def may_be_init_banner(text: str) -> bool:
@@ -565,7 +566,7 @@ def _banner_kind(text: str, has_step: bool, eval_banner: bool | None = None, gat
         return "init"
     if gates.train and may_be_train_banner(text) and TRAIN_BANNER.search(text):
         return "train"
-    if gates.serving and may_be_serving_banner(text) and SERVING_BANNER.search(text):
+    if gates.serving and may_be_serving_banner(text) and (SERVING_BANNER.search(text) or GENERATION_START.match(text)):
         return "generate"
     if gates.ended and ("Epoch(" in text or "Iter(" in text) and LOOP_ENDED.search(text):
         return "ended"
@@ -994,6 +995,10 @@ SERVING_BANNER = lazy(r"Uvicorn running on https?://|Application startup complet
                       r"|server is listening on https?://|HTTP server listening|^Serving on https?://"
                       r"|^Listening on (?:\[[\da-f:]{2,40}\]|[\w.-]{1,64}):\d{2,5}\b|Running on local URL:\s{0,4}https?://"
                       r"|To see the GUI go to: https?://")
+# An app starting a generation or a sampling run ("[INFO] Starting text-to-video generation...", "Start sampling"):
+# what fails after it (and before a training marker) is generating, like a request after a server's ready banner.
+GENERATION_START = lazy(r"^[\W_]{0,8}(?:Start(?:ing|ed)?|Begin(?:ning)?|Running) (?:the )?(?:[\w-]{1,30} ){0,3}?"
+                        r"(?:generation|sampling)\b")
 # llama.cpp's functions that load its model and create its context (their 2023 and 2025 names): a line they print
 # before a failure is set-up (INIT_BANNER), and their "failed" after it says the set-up failed (events.LLAMA_INIT_FAILED).
 LLAMA_SETUP_FUNCS = r"llama_new_context_with_model|llama_init_from_model|llm_load_tensors|load_tensors"
@@ -1279,6 +1284,11 @@ MESSAGE_INIT = lazy(r"\b(?:[Ee]rror|[Ff]ailed|[Ff]ailure) (?:while |when |during
                     r"|\] Exception during initialization: ")  # ONNX Runtime creating its session (inference_session.cc)
 
 
+# ... or while generating: "Error during text-to-video generation: CUDA out of memory", "Failed while sampling: ...".
+MESSAGE_GENERATE = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed|[Ff]ailure) (?:while |when |during |in )(?:the )?"
+                        r"(?:[\w-]{1,30} ){0,3}?(?:generation|generating|sampling)\b|\b[Gg]eneration failed\b")
+
+
 MESSAGE_HEAD_CHARS = 2000  # what the failing line says before the OOM phrase, read back this far
 
 
@@ -1295,6 +1305,11 @@ def eval_from_message(text: str) -> bool:
 def init_from_message(text: str) -> bool:
     """True when the text before the OOM phrase on its own line says the failure came while loading the model."""
     return bool(MESSAGE_INIT.search(_message_head(text)))
+
+
+def generate_from_message(text: str) -> bool:
+    """True when the text before the OOM phrase on its own line says the failure came while generating."""
+    return bool(MESSAGE_GENERATE.search(_message_head(text)))
 
 
 def phase_from_message(text: str) -> bool:

@@ -798,6 +798,8 @@ class _EventReader:
             return "eval", message_ev
         if ctx.init_from_message(first.text):
             return "init", message_ev
+        if ctx.generate_from_message(first.text):
+            return "generate", message_ev
         if jit_phase and not pf:
             return jit_phase, message_ev
         if not pf and (node := ctx.comfy_node_phase(self.lines, hit.idx)) is not None:
