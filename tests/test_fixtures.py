@@ -15,6 +15,8 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p967-ocsort-yoloxx-train-6g-command-backticks.log": "held-out, scored only: phase: the YOLOX "
     "tools/train.py command line in backticks (Windows 'py -3.8' launcher) above the message is not read as training",
+    "p980-gssdf-libtorch-occ-prior-8gb.log": "phase: a C++ mapper's own \"Training mode initialized with config: ...\" "
+    "banner (then its prior point cloud saved) before libc10's terminate/what() message is not read as training",
     "p901-raft-demo-1440x2560-corr-volume-12gib.log": "held-out, scored only: phase: RAFT's CorrBlock.__init__ frame, "
     "called from the model's forward in test mode, is read as set-up (init)",
     "p918-fauxpilot-codegen350m-ds-backticked-then-banner.log": "phase: the message is quoted above the pasted "
