@@ -919,7 +919,8 @@ def test_a_statement_building_an_object_as_the_last_frame_is_set_up():
     assert event.phase == "init"
     # a tensor wrapped inside the training step builds nothing, and a call that is not assigned is not a build
     for code in ("    inputs = Variable(batch.cuda())", "    t = torch.FloatTensor(rows)", "    run(Config())",
-                 "    loss = nn.CrossEntropyLoss(weight=w)(out, y)", "    y = Head(cfg)(x)", "    l = nn.MSELoss()"):
+                 "    loss = nn.CrossEntropyLoss(weight=w)(out, y)", "    y = Head(cfg)(x)", "    l = nn.MSELoss()",
+                 "    feats = self.ConvBLSTM(lstm_feats)"):  # a submodule the model holds, called in its forward
         (event,) = events(tb.replace('    pipe = speech.AsrPipeline("large-v3", dtype=jnp.bfloat16)', code))
         assert event.phase == "unknown", code
     # a training frame inside the constructor still wins

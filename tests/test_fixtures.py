@@ -395,8 +395,6 @@ KNOWN_GAPS = {
     "start-up (system table, then PhysX unable to create its CUDA context manager) is not read as init",
     "p953-videoretrievalc3d-hmdb-cut-quoted.log": "phase: a 'python3 train.py ...' command quoted on the same prose "
     "line as the cut message is not read as training (as p930)",
-    "p955-zoomingslowmo-video-malloc-at.log": "phase: an inference script's traceback pasted after the message "
-    "(video_to_zsm.py main -> single_forward -> model forward) is read as init (set-up), though it shows a forward pass",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 

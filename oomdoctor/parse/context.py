@@ -911,8 +911,9 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
 CODE_LINES_PER_FRAME = 8
 # A statement assigning a newly built object: "asr = FlaxWhisperPipeline(...)", "model = models.ResNet50(...)"; not
 # a tensor wrapped in a training step ("inputs = Variable(x.cuda())", "t = torch.FloatTensor(...)"), a loss module
-# ("loss = nn.CrossEntropyLoss()(out, y)"), nor an object built and called at once (the caller skips ")(").
-CONSTRUCTED = lazy(r"^\s{0,40}[\w.]{1,60}(?:\s{0,4},\s{0,4}[\w.]{1,60}){0,4}\s{0,4}=\s{0,4}(?:[a-z_]\w{0,40}\.){0,3}"
+# ("loss = nn.CrossEntropyLoss()(out, y)"), nor an object built and called at once (the caller skips ")("), nor a
+# submodule the model holds called by its capitalised attribute name ("feats = self.ConvBLSTM(lstm_feats)").
+CONSTRUCTED = lazy(r"^\s{0,40}[\w.]{1,60}(?:\s{0,4},\s{0,4}[\w.]{1,60}){0,4}\s{0,4}=\s{0,4}(?!self\.)(?:[a-z_]\w{0,40}\.){0,3}"
                    r"(?P<cls>(?!(?:Variable|Parameter|\w{0,20}Tensor|\w{0,40}Loss)\()[A-Z][a-z0-9]\w{0,60})\(")
 # A TensorFlow 1 session running the training op (`train_step.run(feed_dict=...)`, `sess.run([train_op, loss], ...)`):
 # the op's name is the only sign of the phase the traceback gives (its frames are the script's main and ops.py's run).
