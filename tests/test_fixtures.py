@@ -13,6 +13,8 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1001-deepmd-kit-dp-test-bfc-concat.log": "phase: DeePMD-kit's \"# ----output of dp test----\" / \"# testing system :\" "
+    "banner (a dp test run) above TensorFlow's BFC message is not read as evaluation",
     "p967-ocsort-yoloxx-train-6g-command-backticks.log": "held-out, scored only: phase: the YOLOX "
     "tools/train.py command line in backticks (Windows 'py -3.8' launcher) above the message is not read as training",
     "p980-gssdf-libtorch-occ-prior-8gb.log": "phase: a C++ mapper's own \"Training mode initialized with config: ...\" "
