@@ -13,6 +13,10 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1031-mqdet-groundingdino-tiny-wrapped-indent.log": "figures: a 1.13-2.0 message whose terminal-wrapped rows "
+    "were joined by runs of 56-57 spaces (\"10.75 GiB<spaces>total capacity\", \"PyTor<spaces>ch)\") keeps only its request",
+    "p1034-detpro-prompt-train-3090-backticks.log": "phase: DetPro's \"python prompt/run.py train ...\" command in a "
+    "code span after the message is not read as training",
     "p967-ocsort-yoloxx-train-6g-command-backticks.log": "held-out, scored only: phase: the YOLOX "
     "tools/train.py command line in backticks (Windows 'py -3.8' launcher) above the message is not read as training",
     "p980-gssdf-libtorch-occ-prior-8gb.log": "phase: a C++ mapper's own \"Training mode initialized with config: ...\" "
