@@ -19,9 +19,8 @@ KNOWN_GAPS = {
     "banner (a dp test run) above TensorFlow's BFC message is not read as evaluation",
     "p1021-uncrtaints-sen12mscr-train-16gb-cotenant.log": "held-out, scored only: phase: a bare "
     "'python train_reconstruct.py ...' command line above the message is not read as training",
-    "p1019-phenogpt-llama2-7b-3060-caught-per-sample.log": "line/phase: a message the script cut after "
-    "\"GPU \" absorbs the lines after it as wrapping, so the second caught message (line 14) is reported at line 12; "
-    "the finished \"Loading checkpoint shards\" bar and \"model successfully loaded\" before per-sample failures read as init",
+    "p1019-phenogpt-llama2-7b-3060-caught-per-sample.log": "phase: the finished \"Loading checkpoint shards\" bar and "
+    "\"model successfully loaded\" before per-sample failures read as init",
     "p1031-mqdet-groundingdino-tiny-wrapped-indent.log": "figures: a 1.13-2.0 message whose terminal-wrapped rows "
     "were joined by runs of 56-57 spaces (\"10.75 GiB<spaces>total capacity\", \"PyTor<spaces>ch)\") keeps only its request",
     "p1034-detpro-prompt-train-3090-backticks.log": "phase: DetPro's \"python prompt/run.py train ...\" command in a "

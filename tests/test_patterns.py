@@ -659,6 +659,15 @@ def test_a_1_x_message_cut_inside_its_allocated_clause_keeps_the_figure_before_t
     assert (e.total_bytes, e.allocated_bytes, e.free_bytes) == (b("21.99", 3), b("20.68", 3), None)
 
 
+def test_a_message_cut_after_a_space_is_not_continued_by_the_next_message():
+    # a script printing each caught message cut after "GPU " (the next row is its own line, not the rest of the cut)
+    log = ("CUDA out of memory. Tried to allocate 500.00 MiB. GPU \n"
+           "Cannot produce results for sample2\n"
+           "CUDA out of memory. Tried to allocate 172.00 MiB. GPU \n"
+           "Cannot produce results for sample1\n")
+    assert [(e.line, e.requested_bytes) for e in parse_text(log).events] == [(1, 500 * 2**20), (3, 172 * 2**20)]
+
+
 def test_a_glog_record_header_starts_a_new_failure_not_the_rest_of_the_last():
     log = ("2019-06-14 11:50:14.027064: E tensorflow/stream_executor/cuda/cuda_blas.cc:510] failed to create cublas "
            "handle: CUBLAS_STATUS_ALLOC_FAILED\n"

@@ -65,6 +65,9 @@ _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a r
 _SPAN_RANK = lazy(r"^\s{0,2}rank=(?P<rank>\d{1,5})\s*$")
 _NEW_RECORD = lazy(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #"
+    # another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not
+    # continued by the next one
+    r"|(?:CUDA|HIP|XPU) out of memory\. Tried to allocate "
     # a glog record's header (TensorFlow, Caffe, MXNet, Paddle): its level, [date time thread,] then file:line]
     # ("E tensorflow/stream_executor/cuda/cuda_blas.cc:510] ...", "F0614 11:50:14.027064  4321 syncedmem.cpp:71] ...")
     r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
