@@ -21,8 +21,6 @@ KNOWN_GAPS = {
     "'python train_reconstruct.py ...' command line above the message is not read as training",
     "p1019-phenogpt-llama2-7b-3060-caught-per-sample.log": "phase: the finished \"Loading checkpoint shards\" bar and "
     "\"model successfully loaded\" before per-sample failures read as init",
-    "p1031-mqdet-groundingdino-tiny-wrapped-indent.log": "figures: a 1.13-2.0 message whose terminal-wrapped rows "
-    "were joined by runs of 56-57 spaces (\"10.75 GiB<spaces>total capacity\", \"PyTor<spaces>ch)\") keeps only its request",
     "p1034-detpro-prompt-train-3090-backticks.log": "phase: DetPro's \"python prompt/run.py train ...\" command in a "
     "code span after the message is not read as training",
     "p967-ocsort-yoloxx-train-6g-command-backticks.log": "held-out, scored only: phase: the YOLOX "

@@ -702,6 +702,16 @@ def test_a_message_soft_wrapped_with_each_row_padded_to_the_terminal_reads_whole
     assert (e.step, e.phase) == (1116, "train")  # the bar redrawn after it is not part of the message
 
 
+def test_a_1_x_message_whose_padded_rows_were_cut_after_a_unit_and_inside_a_word_reads_whole():
+    # one row cut at the space after "10.75 GiB", the next inside "PyTorch": the unit keeps its space, the word none
+    pad = " " * 57
+    msg = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 MiB (GPU 0; 10.75 GiB" + pad +
+           "total capacity; 9.34 GiB already allocated; 27.62 MiB free; 9.77 GiB reserved in total by PyTor" + pad +
+           "ch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentat\n")
+    (e,) = parse_text(msg).events
+    assert (e.total_bytes, e.free_bytes, e.reserved_bytes) == (b("10.75", 3), b("27.62", 2), b("9.77", 3))
+
+
 def test_a_message_glued_after_a_frames_function_is_found_and_a_plain_frame_is_not_a_message():
     frame = '  File "/site-packages/torch/nn/parameter.py", line 68, in __deepcopy__'
     (e,) = parse_text(frame + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.\n").events

@@ -188,6 +188,9 @@ _SQUEEZE = lazy(r"[ \t]{2,}|[*`]+|(?<=\s)> ")  # whitespace runs, markdown empha
 # A terminal's soft wraps pasted as the blanks that padded each row to its width ("Includi<48 blanks>ng non-PyTorch
 # memory"): the rows' characters are the line's own, so the padding goes whole. No run this long is inside a message.
 _WRAP_PADDING = lazy(r"[ \t]{8,}")
+# ... except that a row ending in a figure's unit was cut at the space after it ("10.75 GiB<blanks>total capacity"): a
+# unit is never glued to the word after it
+_UNIT_BEFORE_PADDING = lazy(r"\d ?[KMGT]?i?B$|\d bytes$")
 
 
 def _figures_end(m: regex.Match[str]) -> int:
@@ -206,7 +209,11 @@ def _squeeze(text: str, offsets: list[int], pattern: regex.Pattern[str] | None =
     for m in (pattern or _SQUEEZE).finditer(text):
         out.append(text[pos:m.start()])
         squeezed += m.start() - pos
-        repl = " " if pattern is None and m.group().startswith((" ", "\t")) else ""
+        if pattern is None:
+            repl = " " if m.group().startswith((" ", "\t")) else ""
+        else:
+            repl = " " if text[m.end():m.end() + 1].isalpha() and _UNIT_BEFORE_PADDING.search(text, max(0, m.start() - 12),
+                                                                                            m.start()) else ""
         out.append(repl)
         squeezed += len(repl)
         pos = m.end()
@@ -265,12 +272,14 @@ def _recognise(lines: Sequence[Line], i: int, memo: dict[str, Classified | None]
             memo.clear()
         memo[t] = c
     if not _full(c) and _SQUEEZE.search(text[:CLASSIFY_CHARS]):  # spaced-out or markdown-decorated message
+        unsqueezed, unsqueezed_offsets = text, offsets
         sq, sq_offsets = _squeeze(text[:CLASSIFY_CHARS], offsets)
         c2 = classify(sq)
         if _full(c2) or (c is None and c2 is not None):
             c, text, offsets = c2, sq, sq_offsets
-        elif _WRAP_PADDING.search(text[:CLASSIFY_CHARS]):  # soft-wrapped rows padded with blanks: drop the padding
-            sq, sq_offsets = _squeeze(text[:CLASSIFY_CHARS], offsets, _WRAP_PADDING)
+        if not _full(c) and _WRAP_PADDING.search(unsqueezed[:CLASSIFY_CHARS]):  # soft-wrapped rows padded with
+            # blanks: drop the padding
+            sq, sq_offsets = _squeeze(unsqueezed[:CLASSIFY_CHARS], unsqueezed_offsets, _WRAP_PADDING)
             c2 = classify(sq)
             if _full(c2) or (c is None and c2 is not None):
                 c, text, offsets = c2, sq, sq_offsets
