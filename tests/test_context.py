@@ -1101,6 +1101,21 @@ def test_a_tensorflow_batch_norm_in_training_mode_is_training():
     assert event.phase == "unknown"  # inference mode: batch norm with its moving statistics
 
 
+def test_a_tensorflow_op_initialising_a_variable_is_set_up():
+    head = "ResourceExhaustedError (see above for traceback): OOM when allocating tensor with shape[196,196]\n"
+    assign = ('\t [[Node: z_mean/kernel/Assign = Assign[T=DT_FLOAT, _class=["loc:@z_mean/kernel"], use_locking=true, '
+              '_device="/job:localhost/replica:0/task:0/device:GPU:0"](z_mean/kernel, z_mean/random_uniform)]]\n')
+    (event,) = events(head + assign)
+    assert event.phase == "init"  # a variable assigned its random initial value
+    slot = ('\t [[Node: embeddings/Adam/Initializer/zeros = Const[dtype=DT_FLOAT, value=Tensor<type: float shape: '
+            '[563354,256] values: [0 0 0]...>, _device="/job:localhost/replica:0/task:0/device:GPU:0"]()]]\n')
+    (event,) = events(head + slot)
+    assert event.phase == "init"  # an optimizer's slot being created
+    # a variable assigned a computed value (a moving average's update in a step) is no initialiser
+    (event,) = events(head + assign.replace("z_mean/random_uniform", "z_mean/mul_3"))
+    assert event.phase == "unknown"
+
+
 def test_autograds_backward_entry_just_before_the_message_is_training():
     msg = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.28 GiB (GPU 0; 39.39 GiB total capacity)\n"
     cut = "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass\n"

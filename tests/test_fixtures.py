@@ -13,8 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p1003-chemical-vae-notebook-load-assign-196.log": "phase: TensorFlow's node line naming a kernel's Assign "
-    "from its random_uniform initialiser (variables being created) is not read as set-up (init)",
     "p1001-deepmd-kit-dp-test-bfc-concat.log": "phase: DeePMD-kit's \"# ----output of dp test----\" / \"# testing system :\" "
     "banner (a dp test run) above TensorFlow's BFC message is not read as evaluation",
     "p1021-uncrtaints-sen12mscr-train-16gb-cotenant.log": "held-out, scored only: phase: a bare "

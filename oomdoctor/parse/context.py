@@ -1241,10 +1241,26 @@ TF_BACKWARD_OP = lazy(r"(?:\{\{node |requested by op |\[\[Node: )(?:(?:[\w.-]{1,
 TF_OP_LINES_AFTER = 4  # the node line follows the message within a few lines (a hint line may come between)
 
 
+# ... and one that initialises a variable runs the graph's initialiser before any step (set-up): a node under an
+# `Initializer/` scope (an optimizer's slot: "embeddings/Adam/Initializer/zeros"), or a variable's Assign from a random
+# or constant initial value ("z_mean/kernel/Assign = Assign[...](z_mean/kernel, z_mean/random_uniform)").
+TF_INIT_OP = lazy(r"(?:\{\{node |requested by op |\[\[Node: )[\w./-]{0,300}?/(?:Initializer/|Assign\b[^\n]{0,600}?/"
+                  r"(?:random_uniform|random_normal|truncated_normal|zeros|ones|Const)\b)")
+
+
 def tf_backward_op(lines: Sequence[Line], idx: int, end: int) -> Line | None:
     """The line naming a backward-pass op for the failure on lines[idx..end], if TensorFlow printed one."""
+    return _tf_op(lines, idx, end, TF_BACKWARD_OP)
+
+
+def tf_init_op(lines: Sequence[Line], idx: int, end: int) -> Line | None:
+    """The line naming a variable-initialising op for the failure on lines[idx..end], if TensorFlow printed one."""
+    return _tf_op(lines, idx, end, TF_INIT_OP)
+
+
+def _tf_op(lines: Sequence[Line], idx: int, end: int, pattern: regex.Pattern[str]) -> Line | None:
     for ln in lines[idx : end + 1 + TF_OP_LINES_AFTER]:
-        if TF_BACKWARD_OP.search(ln.text):
+        if pattern.search(ln.text):
             return ln
     return None
 

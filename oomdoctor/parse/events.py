@@ -836,6 +836,8 @@ class _EventReader:
             return said[0], ctx._ev(self.source, said[1])
         if (backward := ctx.tf_backward_op(self.lines, hit.idx, hit.end)) is not None:
             return "train", ctx._ev(self.source, backward)
+        if (initialising := ctx.tf_init_op(self.lines, hit.idx, hit.end)) is not None:
+            return "init", ctx._ev(self.source, initialising)
         if (backward := ctx.autograd_backward_line(self.lines, hit.idx)) is not None:
             return "train", ctx._ev(self.source, backward)
         if (loss := ctx.loss_frame(frames)) is not None:  # nothing else: a loss being computed is most often training
