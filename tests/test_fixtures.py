@@ -15,6 +15,16 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p1056-mmyolo-ppyoloe-plus-s-titanxp-quoted.log": "phase: an inline-code 'python tools/train.py configs/...' "
     "command line above the quoted message is not read as training",
+    "p1073-pix2pixhd-local-1024-batch8.log": "phase: a fenced multi-line \"python train.py \\\" command after a "
+    "blockquoted message is not read as training",
+    "p1065-synthcp-spade-two-machines.log": "phase: the \"python train.py ...\" command and the pix2pix trainer's "
+    "run_generator_one_step frame after two bulleted messages are not read as training",
+    "p1067-lucidrains-stylegan2-exact-iteration.log": "phase: the quoted \"stylegan2_pytorch --data ... "
+    "--num-train-steps ...\" training command above the message is not read as training",
+    "p1070-stylegan2-ada-two-gpus-windows.log": "held-out, scored only: phase: a \"python train.py ...\" command "
+    "under a heading after the message is not read as training",
+    "p1071-stargan-v2-broken-allocated.log": "held-out, scored only: figures: a message with a stray space inside "
+    "\"a llocated\" and its closing backtick on the next row loses its free and reserved figures",
     "p1001-deepmd-kit-dp-test-bfc-concat.log": "phase: DeePMD-kit's \"# ----output of dp test----\" / \"# testing system :\" "
     "banner (a dp test run) above TensorFlow's BFC message is not read as evaluation",
     "p1021-uncrtaints-sen12mscr-train-16gb-cotenant.log": "held-out, scored only: phase: a bare "
