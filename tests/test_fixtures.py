@@ -13,6 +13,8 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1084-visrag-retriever-5090-rank0-nccl-inline-code.log": "held-out, scored only: phase: a "
+    "'bash scripts/train_retriever/train.sh ...' command in an inline-code span above the message is not read as training",
     "p1001-deepmd-kit-dp-test-bfc-concat.log": "phase: DeePMD-kit's \"# ----output of dp test----\" / \"# testing system :\" "
     "banner (a dp test run) above TensorFlow's BFC message is not read as evaluation",
     "p1021-uncrtaints-sen12mscr-train-16gb-cotenant.log": "held-out, scored only: phase: a bare "
