@@ -784,6 +784,18 @@ def test_a_loss_frame_alone_reads_as_training_but_never_over_other_evidence():
     assert event.phase == "save"
 
 
+def test_an_image_to_image_gans_training_step_frames_are_training():
+    oom = "RuntimeError: CUDA out of memory. Tried to allocate 50.00 MiB (GPU 0; 4.00 GiB total capacity)\n"
+    for step in ("run_generator_one_step", "run_discriminator_one_step", "optimize_parameters"):  # SPADE's, pix2pix's
+        tb = ("Traceback (most recent call last):\n"
+              '  File "train.py", line 46, in <module>\n'
+              f"    trainer.{step}(data_i)\n"
+              f'  File "/workspace/trainers/pix2pix_trainer.py", line 36, in {step}\n'
+              "    g_losses, generated = self.model(data, mode='generator')\n")
+        (event,) = events(tb + oom)
+        assert event.phase == "train", step
+
+
 def test_an_evaluation_bar_with_the_message_glued_after_it_is_the_phase():
     glued = "Validation DataLoader 0:  40%|████      | 4/10 [00:03<00:04]" + LOSS_TRACEBACK.splitlines()[-1] + "\n"
     (event,) = events(glued)

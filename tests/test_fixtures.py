@@ -17,8 +17,6 @@ KNOWN_GAPS = {
     "command line above the quoted message is not read as training",
     "p1073-pix2pixhd-local-1024-batch8.log": "phase: a fenced multi-line \"python train.py \\\" command after a "
     "blockquoted message is not read as training",
-    "p1065-synthcp-spade-two-machines.log": "phase: the \"python train.py ...\" command and the pix2pix trainer's "
-    "run_generator_one_step frame after two bulleted messages are not read as training",
     "p1067-lucidrains-stylegan2-exact-iteration.log": "phase: the quoted \"stylegan2_pytorch --data ... "
     "--num-train-steps ...\" training command above the message is not read as training",
     "p1070-stylegan2-ada-two-gpus-windows.log": "held-out, scored only: phase: a \"python train.py ...\" command "

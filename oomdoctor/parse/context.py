@@ -207,6 +207,9 @@ PHASE_FRAMES: dict[str, frozenset[str]] = {
         # an RL policy's log-probabilities and entropy of the rollout's actions, for the update's loss
         # (Stable-Baselines3's PPO/A2C train(), pytorch-a2c-ppo-acktr): its name says evaluate, it runs only in training
         "evaluate_actions",
+        # image-to-image GANs' training steps: pix2pix/CycleGAN's and BasicSR's model.optimize_parameters(), SPADE's and
+        # its descendants' trainer.run_generator_one_step() / run_discriminator_one_step()
+        "optimize_parameters", "run_generator_one_step", "run_discriminator_one_step",
     }),
     "init": frozenset({
         "from_pretrained", "_load_pretrained_model", "load_state_dict", "load_checkpoint", "dispatch_model",
