@@ -467,6 +467,16 @@ def test_pytests_long_traceback_after_the_failure_line_gives_the_phase():
     assert events(report)[0].phase == "train"
 
 
+def test_streamlits_traceback_panel_after_the_message_gives_the_phase():
+    panel = (MSG + "Traceback:\n"
+             'File "/site-packages/chandra/scripts/app.py", line 61, in ocr_layout\n'
+             "    result = model.generate([batch])[0]\n"
+             'File "/site-packages/chandra/model/hf.py", line 34, in generate_hf\n'
+             "    generated_ids = model.generate(**inputs, max_new_tokens=max_output_tokens)\n")
+    assert events(panel)[0].phase == "generate"
+    assert events(panel.replace("Traceback:\n", "Traceback: see the server log\n"))[0].phase == "unknown"
+
+
 def test_frames_behind_a_child_process_label_are_read():
     # Ray actors and vLLM workers label each line with the process ("(WorkerDict pid=8812)", "(Worker_TP1 pid=..)");
     # a logging header may follow the label. The traceback under it is read, with no rank from the label.

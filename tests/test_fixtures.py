@@ -15,8 +15,6 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p1115-internlm-xcomposer-2d5-hd40-beams-47gib.log": "held-out, scored only: phase: a model.chat(..., num_beams=3) "
     "call under torch.autocast above the message is not read as generation",
-    "p1117-chandra-ocr-streamlit-36gib-no-process-clause.log": "phase: Streamlit's \"Traceback:\" panel with unindented "
-    "File lines down to model.generate(...) after the message is not read as generation",
     "p1056-mmyolo-ppyoloe-plus-s-titanxp-quoted.log": "phase: an inline-code 'python tools/train.py configs/...' "
     "command line above the quoted message is not read as training",
     "p1073-pix2pixhd-local-1024-batch8.log": "phase: a fenced multi-line \"python train.py \\\" command after a "

@@ -1045,7 +1045,8 @@ def frames_after(lines: Sequence[Line], idx: int, rank: int | None, limit: int =
         ln = lines[i]
         if PROCESS_DIED.search(ln.text):
             return []
-        if _same_rank(ln, rank) and ("Traceback (most recent call last)" in ln.text or PYTEST_SEPARATOR.match(ln.text)):
+        if _same_rank(ln, rank) and ("Traceback (most recent call last)" in ln.text or PYTEST_SEPARATOR.match(ln.text)
+                                     or ln.text.strip() == "Traceback:"):  # Streamlit's exception panel
             out: list[tuple[str, Line]] = []
             for j in range(i + 1, min(len(lines), i + 600)):
                 nxt = lines[j]
