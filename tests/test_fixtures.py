@@ -417,6 +417,11 @@ KNOWN_GAPS = {
     "start-up (system table, then PhysX unable to create its CUDA context manager) is not read as init",
     "p953-videoretrievalc3d-hmdb-cut-quoted.log": "phase: a 'python3 train.py ...' command quoted on the same prose "
     "line as the cut message is not read as training (as p930)",
+    "p1103-diff-svc-binarize-skip-item-4gb.log": "held-out, scored only: step/phase: an unlabelled 5/5 progress "
+    "bar of the data binarizer (followed by its valid-set duration summary) is read as training step 5",
+    "p1105-arabert-tf115-training-loop-root-errors-cut.log": "held-out, scored only: line/phase: a first root "
+    "error cut after 'OOM when allocating' is placed on the '2 root error(s)' line, and the TF Estimator's "
+    "'training_loop marked as finished' before the re-raised error is not read as training",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
