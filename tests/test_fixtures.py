@@ -15,8 +15,6 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p1115-internlm-xcomposer-2d5-hd40-beams-47gib.log": "held-out, scored only: phase: a model.chat(..., num_beams=3) "
     "call under torch.autocast above the message is not read as generation",
-    "p1135-qupath-samapi-userwarning-gpu3-cut.log": "figures: a 1.4-2.0 message cut right after \"2.00 GiB reserved in "
-    "total by\" loses its reserved figure (and so reserved-but-unallocated)",
     "p1056-mmyolo-ppyoloe-plus-s-titanxp-quoted.log": "phase: an inline-code 'python tools/train.py configs/...' "
     "command line above the quoted message is not read as training",
     "p1073-pix2pixhd-local-1024-batch8.log": "phase: a fenced multi-line \"python train.py \\\" command after a "

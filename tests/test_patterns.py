@@ -657,6 +657,16 @@ def test_a_1_x_message_cut_inside_its_allocated_clause_keeps_the_figure_before_t
     (e,) = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 21.99 GiB total capacity; "
                       "20.68 GiB already allocate\n").events
     assert (e.total_bytes, e.allocated_bytes, e.free_bytes) == (b("21.99", 3), b("20.68", 3), None)
+    # cut inside the reserved clause's closing words: the reserved figure is whole, and with it the cache's slack
+    (e,) = parse_text("UserWarning: cuda device found but got the error CUDA out of memory. Tried to allocate 768.00 MiB "
+                      "(GPU 3; 10.75 GiB total capacity; 1.95 GiB already allocated; 244.25 MiB free; 2.00 GiB reserved "
+                      "in total by\n").events
+    assert (e.gpu_index, e.free_bytes, e.reserved_bytes) == (3, b("244.25", 2), b("2.00", 3))
+    assert e.reserved_unallocated_bytes == b("2.00", 3) - b("1.95", 3)
+    # the figure before "reserved" cut inside its unit is not taken
+    (e,) = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 768.00 MiB (GPU 3; 10.75 GiB total capacity; "
+                      "1.95 GiB already allocated; 244.25 MiB free; 2.00 Gi\n").events
+    assert (e.free_bytes, e.reserved_bytes) == (b("244.25", 2), None)
 
 
 def test_a_message_cut_after_a_space_is_not_continued_by_the_next_message():

@@ -152,6 +152,9 @@ def _caching_any(m: Match) -> Figures:
     if m.groupdict().get("unallocated") and f["allocated_bytes"] is not None:  # cut after its last figure
         f["reserved_unallocated_bytes"] = _size(m, "unallocated")
         f["reserved_bytes"] = f["allocated_bytes"] + f["reserved_unallocated_bytes"]
+    if m.groupdict().get("reserved") and f["allocated_bytes"] is not None:  # 1.4-2.0's, cut inside "in total by PyTorch"
+        f["reserved_bytes"] = _size(m, "reserved")
+        f["reserved_unallocated_bytes"] = f["reserved_bytes"] - f["allocated_bytes"]
     if m["procs"]:
         _processes(f, m["procs"])
     return f
