@@ -272,7 +272,7 @@ KNOWN_GAPS = {
                                                             "read as training",
     "p218-maniptrans-v100-test-mode-retyped-two-lines.log": "figures: a message retyped in a shortened form of its "
                                                             "own ('(GPU 0; 31.74 GiB total; 30.31 GiB allocated; "
-                                                            "10.06 MiB free)') keeps only the request",
+                                                            "10.06 MiB free)') keeps only the request and the total",
     "gen-notebook-launcher-eval-epoch1.log": "phase: an evaluation loop drawing no bar runs after the epoch's bare "
                                              "training bar reached its total; the frames name only the notebook's "
                                              "training_function",
@@ -310,8 +310,6 @@ KNOWN_GAPS = {
                                                       "is not found",
     "p299-sam2-colab-init-state-1581-frames.log": "phase: SAM 2's predictor set-up (init_state, load_video_frames "
     "moving the frames to the GPU) names no phase we read",
-    "p310-uctransnet-train-epoch-lines-cut-total.log": "held-out, scored only: figures: a 1.x message cut "
-    "after its total ('12.00 GiB total') loses the total",
     "p311-meshsplatting-iter-25000-eval-backward-cut.log": "held-out, scored only: step: a 3DGS-style "
     "'[ITER 25000] Evaluating train: ...' report is not read as the step",
     "p335-agentr1-verl-vllm-activation-bold-glued.log": "held-out, scored only: phase: vLLM's model_executor "
@@ -422,9 +420,8 @@ KNOWN_GAPS = {
     "p1105-arabert-tf115-training-loop-root-errors-cut.log": "held-out, scored only: line/phase: a first root "
     "error cut after 'OOM when allocating' is placed on the '2 root error(s)' line, and the TF Estimator's "
     "'training_loop marked as finished' before the re-raised error is not read as training",
-    "p1154-mmpretrain-viscam-gradcam-second-image-cut.log": "figures: a 1.x message cut inside its capacity "
-    "clause ('(GPU 0; 23.70 GiB total capacit') loses the total, though '23.70 GiB total' is whole; phase: "
-    "pytorch_grad_cam's loss.backward frame in a CAM visualisation loop is read as training",
+    "p1154-mmpretrain-viscam-gradcam-second-image-cut.log": "phase: pytorch_grad_cam's loss.backward frame in a CAM "
+    "visualisation loop is read as training",
     "p1151-redundancy-relevance-gradcam-backward-torchelastic.log": "held-out, scored only: phase: a Grad-CAM "
     "backward pass in a frame named generate_cam is read as generation",
 }

@@ -663,6 +663,9 @@ def test_a_1_x_message_cut_inside_its_allocated_clause_keeps_the_figure_before_t
                       "in total by\n").events
     assert (e.gpu_index, e.free_bytes, e.reserved_bytes) == (3, b("244.25", 2), b("2.00", 3))
     assert e.reserved_unallocated_bytes == b("2.00", 3) - b("1.95", 3)
+    # cut inside "total capacity": the total is whole once its word began
+    (e,) = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 6.25 GiB (GPU 0; 23.70 GiB total capacit\n").events
+    assert (e.requested_bytes, e.total_bytes) == (b("6.25", 3), b("23.70", 3))
     # the figure before "reserved" cut inside its unit is not taken
     (e,) = parse_text("RuntimeError: CUDA out of memory. Tried to allocate 768.00 MiB (GPU 3; 10.75 GiB total capacity; "
                       "1.95 GiB already allocated; 244.25 MiB free; 2.00 Gi\n").events

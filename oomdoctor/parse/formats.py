@@ -93,8 +93,8 @@ CACHING_ANY = lazy(
     _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
     r"(?:\.? ?\(?(?:GPU|MLU) (?P<gpu>\d{1,6})(?!\d)"
     # whatever figures came before the cut, in either era's wording (a figure is whole once the word after it begins)
-    r"(?:;\s?(?P<total>" + SIZE + r") total ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already\b(?: allocated"
-    r"(?:;\s?(?P<free>" + SIZE + r") free(?:;\s?(?P<reserved>" + SIZE + r") reserved\b)?)?)?)?"
+    r"(?:;\s?(?P<total>" + SIZE + r") total(?: ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already\b(?: allocated"
+    r"(?:;\s?(?P<free>" + SIZE + r") free(?:;\s?(?P<reserved>" + SIZE + r") reserved\b)?)?)?)?)?"
     r"| " + _FIGURES_2_1_CUT + r")?)?"
 )
 # A 2.1+ message whose head a paste cut off and whose tail is cut too: "Tried to allocate 4.00 GiB. GPU 2 has a total
