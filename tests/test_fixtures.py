@@ -13,6 +13,8 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1169-ape-gan-fgsm-generate-2gb-windows.log": "phase: loss.backward(retain_graph=True) inside an fgsm() "
+    "helper called from generate.py (crafting adversarial examples, no training) is read as training",
     "p1115-internlm-xcomposer-2d5-hd40-beams-47gib.log": "held-out, scored only: phase: a model.chat(..., num_beams=3) "
     "call under torch.autocast above the message is not read as generation",
     "p1056-mmyolo-ppyoloe-plus-s-titanxp-quoted.log": "phase: an inline-code 'python tools/train.py configs/...' "
