@@ -806,6 +806,29 @@ def test_an_image_to_image_gans_training_step_frames_are_training():
         assert event.phase == "train", step
 
 
+def test_a_backward_pass_under_an_attack_or_an_attribution_method_is_no_training():
+    oom = "RuntimeError: CUDA out of memory. Tried to allocate 50.00 MiB (GPU 0; 4.00 GiB total capacity)\n"
+
+    def tb(*frames: tuple[str, str]) -> str:
+        return "Traceback (most recent call last):\n" + "".join(
+            f'  File "{path}", line 10, in {func}\n    x = y\n' for path, func in frames) + oom
+
+    backward = ("/site-packages/torch/autograd/__init__.py", "backward")
+    # Grad-CAM visualising a trained model, an FGSM attack: gradients with respect to the input
+    (event,) = events(tb(("vis_cam.py", "main"), ("/site-packages/pytorch_grad_cam/base_cam.py", "forward"), backward))
+    assert event.phase == "unknown"
+    (event,) = events(tb(("run.py", "main"), ("utils.py", "fgsm"), backward))
+    assert event.phase == "unknown"
+    # what encloses the attack still names the phase: adversarial training, a robustness evaluation
+    (event,) = events(tb(("run.py", "train_epoch"), ("utils.py", "pgd_attack"), backward))
+    assert event.phase == "train"
+    (event,) = events(tb(("run.py", "evaluate"), ("utils.py", "pgd_attack"), backward))
+    assert event.phase == "eval"
+    # a plain training backward stays training
+    (event,) = events(tb(("run.py", "main"), backward))
+    assert event.phase == "train"
+
+
 def test_an_evaluation_bar_with_the_message_glued_after_it_is_the_phase():
     glued = "Validation DataLoader 0:  40%|████      | 4/10 [00:03<00:04]" + LOSS_TRACEBACK.splitlines()[-1] + "\n"
     (event,) = events(glued)

@@ -15,8 +15,8 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p1172-metanlrpp-retyped-thied-32gb.log": "detect: a hand-retyped message ('RuntimeError:CUDA out of memory, "
     "thied to allocate 352.00MB(GPU 0; 31.75GiB total capacity:29.93GiB ...') is not detected at all",
-    "p1169-ape-gan-fgsm-generate-2gb-windows.log": "phase: loss.backward(retain_graph=True) inside an fgsm() "
-    "helper called from generate.py (crafting adversarial examples, no training) is read as training",
+    "p1169-ape-gan-fgsm-generate-2gb-windows.log": "phase: the script's own name (generate.py, which generates "
+    "adversarial examples with FGSM) reads as generation; the attack's backward() no longer reads as training",
     "p1115-internlm-xcomposer-2d5-hd40-beams-47gib.log": "held-out, scored only: phase: a model.chat(..., num_beams=3) "
     "call under torch.autocast above the message is not read as generation",
     "p1056-mmyolo-ppyoloe-plus-s-titanxp-quoted.log": "phase: an inline-code 'python tools/train.py configs/...' "
@@ -424,8 +424,6 @@ KNOWN_GAPS = {
     "p1105-arabert-tf115-training-loop-root-errors-cut.log": "held-out, scored only: line/phase: a first root "
     "error cut after 'OOM when allocating' is placed on the '2 root error(s)' line, and the TF Estimator's "
     "'training_loop marked as finished' before the re-raised error is not read as training",
-    "p1154-mmpretrain-viscam-gradcam-second-image-cut.log": "phase: pytorch_grad_cam's loss.backward frame in a CAM "
-    "visualisation loop is read as training",
     "p1151-redundancy-relevance-gradcam-backward-torchelastic.log": "held-out, scored only: phase: a Grad-CAM "
     "backward pass in a frame named generate_cam is read as generation",
 }

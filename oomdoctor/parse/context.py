@@ -1417,19 +1417,34 @@ def _script_phase(func: str, ln: Line) -> str | None:
     return next((phase for phase, pattern in SCRIPT_PHASES if pattern.search(ln.text)), None)
 
 
+# Code that takes gradients with respect to its inputs, not to train: an adversarial attack or an attribution method
+# (Grad-CAM, Captum). A backward pass under it is no training step; what encloses it (a training loop hardening the
+# model, an evaluation of robustness) still names the phase.
+INPUT_GRADIENT_FILE = lazy(r"[/\\](?:pytorch_grad_cam|captum|torchattacks|advertorch|foolbox|cleverhans)[/\\]"
+                           r"|[/\\]art[/\\]attacks[/\\]")
+INPUT_GRADIENT_FUNCS = frozenset({"fgsm", "fgsm_attack", "pgd", "pgd_attack", "bim", "deepfool", "cw_attack",
+                                  "perturb", "attack", "grad_cam", "gradcam", "saliency", "integrated_gradients",
+                                  "attribute"})
+BACKWARD_NAMES = frozenset({"backward", "run_backward", "<backward op>"})
+
+
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
     innermost of train and init (a module's .to() inside train() is still model set-up). Optimizer internals
     take the phase of what encloses them: a step inside engine construction is set-up, else training. A script's
-    own name (test.py, preprocess.py) decides only when no frame does."""
+    own name (test.py, preprocess.py) decides only when no frame does. A backward pass under an attack or an
+    attribution method (INPUT_GRADIENT_FUNCS) names nothing."""
     strong: Witness | None = None
     innermost: Witness | None = None
     script: Witness | None = None
+    input_gradients = False
     for func, ln in frames:
         if script is None and (by_name := _script_phase(func, ln)):
             script = Witness(by_name, ln)
         name = func.rsplit(".", 1)[-1]
-        if in_model_forward(ln.text) or (("_inductor" in ln.text or "_dynamo" in ln.text) and COMPILER_FILE.search(ln.text)):
+        input_gradients = input_gradients or name in INPUT_GRADIENT_FUNCS or bool(INPUT_GRADIENT_FILE.search(ln.text))
+        if in_model_forward(ln.text) or (("_inductor" in ln.text or "_dynamo" in ln.text) and COMPILER_FILE.search(ln.text)) \
+                or (input_gradients and name in BACKWARD_NAMES):
             continue
         if name == "convert" and "/torch/nn/modules/" in ln.text:  # Module.to() (a constructor is an init name)
             innermost = Witness("init", ln)
