@@ -154,7 +154,9 @@ LIMITS = {
                "the message's first line (a sample glued to the message counts as memory shown only when on it); a "
                "record the log glued onto a line's trailing blanks shows on a row of its own, and reads better so; a "
                "string's escaped lines (a JSON error body's backslash-n) are split only where one row still holds two "
-               "of them; a configuration on a message's cut head row (a model id) is read as configuration",
+               "of them; a configuration on a message's cut head row (a model id) is read as configuration; a "
+               "progress bar cut across rows whose label or opening fell on an earlier row is read from its counts "
+               "alone, as an unlabelled bar (p625, p1202)",
     "wrap-120": "as wrap-80",
     "win-console-120": "as wrap-120 and trailing-spaces (its padding tells the width, not which full rows were cut: "
                        "only a bar's own shape, '%|' open then '| n/total', tells a row cut in its blanks)",
