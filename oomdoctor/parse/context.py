@@ -1263,6 +1263,7 @@ def tf_init_op(lines: Sequence[Line], idx: int, end: int) -> Line | None:
 
 
 def _tf_op(lines: Sequence[Line], idx: int, end: int, pattern: regex.Pattern[str]) -> Line | None:
+    """The first line from the failure's to a few after its end that names an op `pattern` matches."""
     for ln in lines[idx : end + 1 + TF_OP_LINES_AFTER]:
         if pattern.search(ln.text):
             return ln
@@ -1290,8 +1291,8 @@ MESSAGE_TRAINING_LOOP = lazy(r"^\s{0,8}Exception in main training loop:")
 
 # The text before the OOM phrase on its line says it came while evaluating: "Error while evaluating MSMARCO: CUDA out
 # of memory", "Error during validation: ...".
-MESSAGE_EVAL = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed) (?:while |when |during |in )?(?:the )?"
-                    r"(?:[Ee]valuat|[Vv]alidat)\w{0,6}\b")
+_FAILED_WHILE = r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed|[Ff]ailure) (?:while |when |during |in )?(?:the )?"
+MESSAGE_EVAL = lazy(_FAILED_WHILE + r"(?:[Ee]valuat|[Vv]alidat)\w{0,6}\b")
 
 
 # ... or while the model was being loaded or built: Triton's "failed to load 'llm' version 1: Internal: unexpected error
@@ -1306,8 +1307,8 @@ MESSAGE_INIT = lazy(r"\b(?:[Ee]rror|[Ff]ailed|[Ff]ailure) (?:while |when |during
 
 
 # ... or while generating: "Error during text-to-video generation: CUDA out of memory", "Failed while sampling: ...".
-MESSAGE_GENERATE = lazy(r"\b(?:[Ee]rror|[Ee]xception|[Ff]ailed|[Ff]ailure) (?:while |when |during |in )(?:the )?"
-                        r"(?:[\w-]{1,30} ){0,3}?(?:generation|generating|sampling)\b|\b[Gg]eneration failed\b")
+MESSAGE_GENERATE = lazy(_FAILED_WHILE + r"(?:[\w-]{1,30} ){0,3}?(?:generation|generating|sampling)\b"
+                        r"|\b[Gg]eneration failed\b")
 
 
 MESSAGE_HEAD_CHARS = 2000  # what the failing line says before the OOM phrase, read back this far
