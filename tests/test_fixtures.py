@@ -426,6 +426,8 @@ KNOWN_GAPS = {
     "'training_loop marked as finished' before the re-raised error is not read as training",
     "p1151-redundancy-relevance-gradcam-backward-torchelastic.log": "held-out, scored only: phase: a Grad-CAM "
     "backward pass in a frame named generate_cam is read as generation",
+    "p1280-yunjey-tutorial-captioning-namespace-thcudacheck.log": "phase: a THCudaCheck traceback through train.py's "
+    "main into the encoder's forward, after an argparse Namespace with batch_size/num_epochs, is not read as train",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
