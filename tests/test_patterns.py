@@ -681,6 +681,14 @@ def test_a_message_cut_after_a_space_is_not_continued_by_the_next_message():
     assert [(e.line, e.requested_bytes) for e in parse_text(log).events] == [(1, 500 * 2**20), (3, 172 * 2**20)]
 
 
+def test_the_shells_crash_report_or_a_closing_code_fence_is_not_the_rest_of_a_message():
+    thc = ("THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1513368888240/work/torch/lib/THC/generic/THCStorage.c "
+           "line=82 error=2 : out of memory\n")
+    for after in ("Segmentation fault (core dumped)\n", "Aborted (core dumped)\n", "```\n"):
+        (e,) = parse_text(thc + after).events
+        assert (e.end_line, e.message.endswith("out of memory")) == (1, True), after
+
+
 def test_a_glog_record_header_starts_a_new_failure_not_the_rest_of_the_last():
     log = ("2019-06-14 11:50:14.027064: E tensorflow/stream_executor/cuda/cuda_blas.cc:510] failed to create cublas "
            "handle: CUBLAS_STATUS_ALLOC_FAILED\n"

@@ -68,6 +68,8 @@ _NEW_RECORD = lazy(
     # another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not
     # continued by the next one
     r"|(?:CUDA|HIP|XPU) out of memory\. Tried to allocate "
+    # the shell's report of the process's end, and a markdown code fence closing the paste
+    r"|Segmentation fault\b|Aborted \(core dumped\)|Bus error\b|```"
     # a glog record's header (TensorFlow, Caffe, MXNet, Paddle): its level, [date time thread,] then file:line]
     # ("E tensorflow/stream_executor/cuda/cuda_blas.cc:510] ...", "F0614 11:50:14.027064  4321 syncedmem.cpp:71] ...")
     r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
