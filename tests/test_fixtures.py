@@ -13,6 +13,10 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1255-mario-dddqn-replay-queue-zsh-killed.log": "phase: zsh's 'killed    python3 dddqn_train.py ...' job line "
+    "names a training script, but the kill is not read as training",
+    "p1250-diplomacy-cicero-selfplay-8gb-allowed.log": "phase: ParlAI's start-up lines ('loading dictionary from ...', "
+    "'BartClassifier: full interactive mode on.') before the message are not read as set-up (init)",
     "p1172-metanlrpp-retyped-thied-32gb.log": "detect: a hand-retyped message ('RuntimeError:CUDA out of memory, "
     "thied to allocate 352.00MB(GPU 0; 31.75GiB total capacity:29.93GiB ...') is not detected at all",
     "p1169-ape-gan-fgsm-generate-2gb-windows.log": "phase: the script's own name (generate.py, which generates "
