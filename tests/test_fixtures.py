@@ -13,6 +13,8 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1315-rwkv-runner-cpu-allocator-switch-model-500.log": "phase: the uvicorn access line after the message, "
+    "'POST /switch-model' answered 500 (the model load failing), is not read as set-up (init)",
     "p1255-mario-dddqn-replay-queue-zsh-killed.log": "phase: zsh's 'killed    python3 dddqn_train.py ...' job line "
     "names a training script, but the kill is not read as training",
     "p1250-diplomacy-cicero-selfplay-8gb-allowed.log": "phase: ParlAI's start-up lines ('loading dictionary from ...', "
