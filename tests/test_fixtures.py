@@ -15,6 +15,8 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p1315-rwkv-runner-cpu-allocator-switch-model-500.log": "phase: the uvicorn access line after the message, "
     "'POST /switch-model' answered 500 (the model load failing), is not read as set-up (init)",
+    "p1333-vkd-mars-2080ti-train-command.log": "phase: the command line above the message ('python ./tools/train_v2v.py mars ...') "
+    "runs a training script, but it is not read as training",
     "p1255-mario-dddqn-replay-queue-zsh-killed.log": "phase: zsh's 'killed    python3 dddqn_train.py ...' job line "
     "names a training script, but the kill is not read as training",
     "p1250-diplomacy-cicero-selfplay-8gb-allowed.log": "phase: ParlAI's start-up lines ('loading dictionary from ...', "
