@@ -16,6 +16,15 @@ def stacks(*texts: str) -> list[str]:
     return cfg["stacks"].value if "stacks" in cfg else []
 
 
+def test_vllm_is_named_by_its_package_not_by_a_folder_named_after_it():
+    frame = '  File "/workspace/{}/lib/python3.10/site-packages/torch/nn/functional.py", line 2380, in silu'
+    assert "vllm" not in stacks(frame.format("mamba-vllm"))  # a virtualenv's folder
+    assert "vllm" not in stacks(frame.format("vllm-env"))
+    assert "vllm" in stacks('  File "/usr/lib/python3/site-packages/vllm/worker/model_runner.py", line 1, in f')
+    assert "vllm" in stacks("Successfully installed vllm-0.6.3")
+    assert "vllm" in stacks("docker run --gpus all vllm/vllm-openai:latest --model m")
+
+
 def test_unused_fields_of_a_training_arguments_dump_name_no_stack():
     dump = ("TrainingArguments(", "deepspeed=None,", "fsdp=[],",
             "fsdp_config={'min_num_params': 0, 'xla': False, 'xla_fsdp_v2': False},",

@@ -1749,7 +1749,8 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "torchtitan": lazy(r"torchtitan"),
     "megatron": lazy(r"megatron", regex.I),
     # (its process label anywhere: behind a collector's prefix it sits in the middle of what normalising took off)
-    "vllm": lazy(r"\bvllm\b|\((?:" + _VLLM_ENGINE + r"|APIServer) pid=\d", regex.I),
+    # (the package, not a folder named after it: "mamba-vllm/lib/python3.10/..."; a version may follow: "vllm-0.6.3")
+    "vllm": lazy(r"(?<![-\w])vllm(?!\w|-\D)|\((?:" + _VLLM_ENGINE + r"|APIServer) pid=\d", regex.I),
     # Serving engines that size a KV cache of their own: LMDeploy/TurboMind, TGI, SGLang, TensorRT-LLM, FasterTransformer,
     # llama.cpp and what runs it (llama-server, Ollama): its context set-up lines, its server, its CUDA start-up
     "serving_engine": lazy(r"\blmdeploy\b|turbomind|\[TM\]\[|text[-_]generation[-_](?:inference|server|launcher)"
