@@ -982,12 +982,11 @@ NON_TRAIN_BAR = lazy(
     # "epoch"), around the batches' bar that counts the steps
     r"|(?:\d|\?) ?(?:epochs?/s|s/epochs?)[,\]]"
 )
-# A literal every form of NON_TRAIN_BAR holds (a bar line holding none is not searched: ~0.5 us against ~10).
+# A literal every form of NON_TRAIN_BAR holds (a bar line holding none is not searched: ~0.5 us against ~10); "ing"
+# stands for every gerund label ("Loading", "Saving", "Scanning ", ...).
 NON_TRAIN_NEEDS = Literals((
-    "oading", "Map", "Downloading", "Fetching", "Tokeniz", "Filter", "Generating", "Extracting", "Processing",
-    "Resolving", "Saving", "Converting", "Quantiz", "Calibrat", "Capturing", "Computing", "Packing", "Running tokenizer",
-    "Evaluating", "Validat", "Predict", "Test", "Batches", "mAP50-95)", "data", "files", "shards", "Scanning ",
-    "valid_loss=", "examples/s]", "ba/s]", "epoch/s", "s/epoch", "epochs/s", "ing",
+    "ing", "Map", "Tokeniz", "Filter", "Quantiz", "Calibrat", "Validat", "Predict", "Test", "Batches", "mAP50-95)",
+    "data", "files", "shards", "valid_loss=", "examples/s]", "ba/s]", "epoch/s", "s/epoch", "epochs/s",
 ))
 # The failing line itself says what it was doing: "Error saving model: CUDA out of memory", or FSDP's
 # "Failed to clone() tensor ... state_dict() call ... Error: CUDA out of memory".
@@ -1426,9 +1425,6 @@ INPUT_GRADIENT_FILE = lazy(r"[/\\](?:pytorch_grad_cam|captum|torchattacks|advert
 INPUT_GRADIENT_FUNCS = frozenset({"fgsm", "fgsm_attack", "pgd", "pgd_attack", "bim", "deepfool", "cw_attack",
                                   "perturb", "attack", "grad_cam", "gradcam", "saliency", "integrated_gradients",
                                   "attribute"})
-BACKWARD_NAMES = frozenset({"backward", "run_backward", "<backward op>"})
-
-
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
     innermost of train and init (a module's .to() inside train() is still model set-up). Optimizer internals
@@ -1445,7 +1441,7 @@ def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
         name = func.rsplit(".", 1)[-1]
         input_gradients = input_gradients or name in INPUT_GRADIENT_FUNCS or bool(INPUT_GRADIENT_FILE.search(ln.text))
         if in_model_forward(ln.text) or (("_inductor" in ln.text or "_dynamo" in ln.text) and COMPILER_FILE.search(ln.text)) \
-                or (input_gradients and name in BACKWARD_NAMES):
+                or (input_gradients and name in BACKWARD_FUNCS):
             continue
         if name == "convert" and "/torch/nn/modules/" in ln.text:  # Module.to() (a constructor is an init name)
             innermost = Witness("init", ln)

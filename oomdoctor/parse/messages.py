@@ -327,8 +327,7 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("TINYGRAD_CUDA", ("CUDA Error 2, out of memory",), None, "cuda_error", own_allocator=True),
     # PhysX repeats its refusal for each retry of the same buffer: one failure
     MessageFormat("PHYSX_DEVICE", ("PxgCudaDeviceMemoryAllocator fail to allocate memory",), P.PHYSX_DEVICE, "cuda_error",
-                  lambda m: {"requested_bytes": int(m["requested"])}, same_failure=True, single_line=True,
-                  own_allocator=True),
+                  _requested_only, same_failure=True, single_line=True, own_allocator=True),
     MessageFormat("CUDA_ERROR", (*_OOM_WORDS, "cudaErrorMemoryAllocation"), P.CUDA_ERROR_STRICT, "cuda_error",
                   recognise_only=True),
     MessageFormat("CUDA_FAILURE", ("CUDA failure 2",), P.CUDA_FAILURE, "cuda_error",
