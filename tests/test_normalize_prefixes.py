@@ -67,3 +67,35 @@ def test_stacked_prefixes_are_all_taken_and_the_first_rank_kept():
 def test_one_match_takes_what_one_prefix_at_a_time_took(chunk):
     texts = _texts()[chunk::4]
     assert [t for t in texts if strip_prefixes(t) != one_at_a_time(t)] == []
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 12, in <module>',
+        "During handling of the above exception, another exception occurred:",
+        "2026-01-01 10:00:00,123 INFO step 4",
+        "[rank3]: RuntimeError: CUDA error: out of memory",
+        "RuntimeError: CUDA out of memory.",
+        "\tat org.apache.spark.api.python.PythonRunner.compute(PythonRunner.scala:203)",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x42",
+        "Segmentation fault (core dumped)",
+        "```",
+        "E tensorflow/stream_executor/cuda/cuda_blas.cc:510] failed to create cublas handle",
+        "F0614 11:50:14.027064  4321 syncedmem.cpp:71] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+    ],
+)
+def test_one_pattern_says_a_row_starts_a_record_for_unwrapping_and_for_messages(row: str) -> None:
+    from oomdoctor.parse.normalize import RECORD_START
+
+    assert RECORD_START.match(row)
+
+
+@pytest.mark.parametrize("row", ["of 14.74 GiB of which 8.54 GiB is free.", "CUDA out of memory. Tried to allocate 2.00 GiB"])
+def test_the_rest_of_a_cut_row_starts_no_record(row: str) -> None:
+    """A terminal may cut a logger's row right before the message's head: unwrapping joins it (a cut message is not
+    continued by another message's head; events.py says so on its own)."""
+    from oomdoctor.parse.normalize import RECORD_START
+
+    assert not RECORD_START.match(row)

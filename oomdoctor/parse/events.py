@@ -30,7 +30,16 @@ from oomdoctor.parse.model import (
     RunContext,
     Value,
 )
-from oomdoctor.parse.normalize import LOGGER_HEADER, WRAP_MIN_WIDTH, Line, cut_row, next_row, normalize_region, unwrap
+from oomdoctor.parse.normalize import (
+    LOGGER_HEADER,
+    RECORD_START,
+    WRAP_MIN_WIDTH,
+    Line,
+    cut_row,
+    next_row,
+    normalize_region,
+    unwrap,
+)
 from oomdoctor.parse.reader import LimitWarning, ProgressFn, Region, check_path, scan
 from oomdoctor.parse.record import is_record_file
 from oomdoctor.parse.record import read as read_record
@@ -63,25 +72,19 @@ _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a r
 # memory") is no label: every label of the message is followed by its figure
 # A tracing span's fields after a multi-line record, alone on its row: " rank=0" (Text Generation Inference's shards)
 _SPAN_RANK = lazy(r"^\s{0,2}rank=(?P<rank>\d{1,5})\s*$")
-_NEW_RECORD = lazy(
-    r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\w+Error:|\w+Exception:|at |frame #"
-    # another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not
-    # continued by the next one
-    r"|(?:CUDA|HIP|XPU) out of memory\. Tried to allocate "
-    # the shell's report of the process's end, and a markdown code fence closing the paste
-    r"|Segmentation fault\b|Aborted \(core dumped\)|Bus error\b|```"
-    # a glog record's header (TensorFlow, Caffe, MXNet, Paddle): its level, [date time thread,] then file:line]
-    # ("E tensorflow/stream_executor/cuda/cuda_blas.cc:510] ...", "F0614 11:50:14.027064  4321 syncedmem.cpp:71] ...")
-    r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
-)
+# Another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not continued
+# by the next one. (A terminal may still have cut a logger's row right before one: unwrapping does not stop there.)
+_MESSAGE_HEAD = lazy(r"^\s*(?:CUDA|HIP|XPU) out of memory\. Tried to allocate ")
 
 
 def _new_record(line: Line) -> bool:
-    """Whether a line starts a record of its own: by its text (_NEW_RECORD), or because the prefix normalising took
-    off it was a program logger's record header (LOGGER_HEADER; a collector's prefix - a k8s timestamp, a compose
-    service - is put on every physical line, the rows of a wrapped message too)."""
+    """Whether a line starts a record of its own: by its text (RECORD_START, _MESSAGE_HEAD), or because the prefix
+    normalising took off it was a program logger's record header (LOGGER_HEADER; a collector's prefix - a k8s
+    timestamp, a compose service - is put on every physical line, the rows of a wrapped message too)."""
     cut = len(line.raw) - len(line.text)
-    return bool(_NEW_RECORD.match(line.text)) or (cut > 0 and LOGGER_HEADER.search(line.raw, 0, cut) is not None)
+    if RECORD_START.match(line.text) or _MESSAGE_HEAD.match(line.text):
+        return True
+    return cut > 0 and LOGGER_HEADER.search(line.raw, 0, cut) is not None
 
 
 # A traceback printed after a logged message starts its own record; it is never the rest of a wrapped line.

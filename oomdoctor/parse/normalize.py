@@ -201,9 +201,17 @@ def cut_row(lines: Sequence[Line], i: int) -> bool:
     return next_row(lines, i) is not None and len(lines[i].raw) >= WRAP_MIN_WIDTH
 
 
-# A line that starts a record of its own is never the rest of a wrapped one.
-_RECORD_START = lazy(r"^\s*(?:Traceback \(|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d"
-                     r"|\w+Error:|\w+Exception:)")
+# A line that starts a record of its own: never the rest of a wrapped row, nor of a message. A traceback or its frame
+# (Python's, a JVM's "at ", a C++ "frame #"), an exception line, a dated or rank-prefixed record, the shell's report of
+# the process's end, a markdown code fence closing the paste, or a glog record's header (TensorFlow, Caffe, MXNet,
+# Paddle: its level, [date time thread,] then file:line]: "E tensorflow/stream_executor/cuda/cuda_blas.cc:510] ...",
+# "F0614 11:50:14.027064  4321 syncedmem.cpp:71] ...").
+RECORD_START = lazy(
+    r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d|\w+Error:|\w+Exception:"
+    r"|at |frame #"
+    r"|Segmentation fault\b|Aborted \(core dumped\)|Bus error\b|```"
+    r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
+)
 _TABLE_EDGES = ("|", "+")  # a table row (nvidia-smi's) starts and ends with one: it is whole, however wide
 
 
@@ -260,7 +268,7 @@ def _goes_on(lines: Sequence[Line], k: int) -> bool:
     if k + 1 >= len(lines):
         return False
     ln, nxt = lines[k], lines[k + 1]
-    return (nxt.number == ln.number + 1 and not _RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
+    return (nxt.number == ln.number + 1 and not RECORD_START.match(nxt.raw) and nxt.raw[:4] != ln.raw[:4]
             and not (ln.raw.startswith(_TABLE_EDGES) and ln.raw.endswith(_TABLE_EDGES) and not ln.padded)
             and not (ln.raw.endswith("]") and "%|" in ln.raw and _WHOLE_BAR.search(ln.raw)))
 
