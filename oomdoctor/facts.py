@@ -37,7 +37,7 @@ EVAL_BANNER_WINDOW_LINES = 400
 STACKS = (
     "hf_trainer", "accelerate", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
     "torchtitan", "megatron", "vllm", "serving_engine", "diffusion", "tpu", "jax", "tensorflow", "skorch", "webui",
-    "sd_scripts",
+    "comfyui", "sd_scripts",
 )
 
 CONFIG_FACTS: dict[str, tuple[FactType, str]] = {
@@ -193,6 +193,8 @@ FACTS: dict[str, tuple[FactType, str]] = {
     "optimizer_is_8bit": ("bool", "the optimizer keeps 8-bit states"),
     "stacks_known": ("bool", "the log names at least one training stack"),
     "inference_only": ("bool", "the log shows serving or generation/evaluation and no sign of training (no step, optimizer, backward or trainer)"),
+    "generating_app": ("bool", "an app that only generates (AUTOMATIC1111's web UI and its forks, ComfyUI) and shows no "
+                               "training: it samples without autograd and has no evaluation loop"),
     "data_parallel_degree": ("int", "world_size / tensor_parallel: ranks holding a replica (or a ZeRO shard)"),
     "context_shown": ("bool", "the log shows more than the message: a step, a phase, an operation, the run's configuration or memory over steps"),
     "model_params": ("int", "parameters of the model: all parameters as printed, else the size its name announces "
@@ -567,6 +569,8 @@ def _estimate(out: dict[str, Any], ev: dict[str, tuple[Evidence, ...]]) -> Activ
     return est
 
 
+# Apps that generate (AUTOMATIC1111's web UI and its forks, ComfyUI) unless the log shows them training.
+GENERATING_APPS = frozenset({"webui", "comfyui"})
 TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory", "lightning", "trl", "rl_trainer",
                    "torchtitan", "megatron", "skorch", "sd_scripts")
 
@@ -574,10 +578,12 @@ TRAINING_STACKS = ("hf_trainer", "deepspeed", "fsdp", "axolotl", "llama_factory"
 def _inference_only(out: dict[str, Any]) -> None:
     trained = (out["step"] is not None or out["phase"] in ("train", "save") or out["operation"] in ("optimizer", "backward")
                or out["per_device_train_batch_size"] is not None or any(out[f"stack_{s}"] for s in TRAINING_STACKS))
-    # a web UI (AUTOMATIC1111, Forge) generates images unless the log shows training (its Train tab prints steps)
-    serving = (out["phase"] in ("generate", "eval") or out["stack_vllm"] or out["stack_serving_engine"] or out["stack_webui"]
+    # a web UI (AUTOMATIC1111, Forge) or ComfyUI generates unless the log shows training (a Train tab, a trainer node's
+    # steps)
+    serving = (out["phase"] in ("generate", "eval") or out["stack_vllm"] or out["stack_serving_engine"] or out["stack_webui"] or out["stack_comfyui"]
                or out["kind"] == "kv_cache")
     out["inference_only"] = False if trained else (True if serving else None)
+    out["generating_app"] = out["inference_only"] is True and any(out[f"stack_{s}"] for s in GENERATING_APPS)
     world, tp = out["world_size"], out["tensor_parallel"]
     out["data_parallel_degree"] = world // tp if isinstance(world, int) and isinstance(tp, int) and tp > 0 else None
 

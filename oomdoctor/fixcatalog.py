@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from oomdoctor.diagnosis import Fix
-from oomdoctor.facts import Derived
+from oomdoctor.facts import GENERATING_APPS, Derived
 from oomdoctor.fixids import (
     FIX_IDS,
     GC_MEMORY_FRACTION,
@@ -36,15 +36,16 @@ SECTION_STACK = {
     "keras": ("tensorflow",),
     "skorch": ("skorch",),  # NeuralNet(...) parameters: its iterators' batch sizes, its train and validation steps
     "diffusers": ("diffusion",),
-    "comfyui": ("diffusion",),
+    "comfyui": ("comfyui",),  # its nodes' settings and launch flags
     "webui": ("webui",),  # AUTOMATIC1111's web UI (Forge, SD.Next): its launch flags and generation settings
     "sd_scripts": ("sd_scripts",),  # kohya-ss sd-scripts: its command-line options
 }
 # A front end whose own settings stand in for its libraries': axolotl and LLaMA-Factory wrap HF TrainingArguments in
-# their own config file, the web UI runs diffusion models (not a pipeline or a graph), sd-scripts trains them through
-# accelerate and diffusers, configured by its own options.
+# their own config file, the web UI runs diffusion models (not a pipeline or a graph), ComfyUI runs them as a graph of
+# nodes (not a pipeline), sd-scripts trains them through accelerate and diffusers, configured by its own options.
 SUPERSEDES = {"axolotl": ("training_args", "trainer"), "llama_factory": ("training_args", "trainer"),
-              "webui": ("diffusers", "comfyui"), "sd_scripts": ("accelerate_config", "diffusers", "comfyui")}
+              "webui": ("diffusers", "comfyui"), "comfyui": ("diffusers",),
+              "sd_scripts": ("accelerate_config", "diffusers", "comfyui")}
 # Fixes that exist in PyTorch only (its allocator, autograd modes, HF's evaluation loop, its kernels and wrappers):
 # none of them is advice for a TensorFlow or JAX failure.
 PYTORCH_ONLY = frozenset({"eval-accumulation-steps", "eval-no-grad", "expandable-segments", "max-split-size",
@@ -577,15 +578,12 @@ PILING_EVAL_STACKS = frozenset({"hf_trainer", "trl", "axolotl", "llama_factory"}
 # Trainers whose own evaluation loop already runs without autograd: HF Trainer's prediction_step (and the trainers
 # built on it) under torch.no_grad(), Lightning's validation/test/predict loops under inference_mode by default.
 NO_GRAD_EVAL_STACKS = PILING_EVAL_STACKS | {"lightning"}
-# Apps that only generate (AUTOMATIC1111's web UI and its forks): their sampling already runs without autograd, and
-# they have no evaluation loop to keep outputs in.
-GENERATING_APPS = frozenset({"webui"})
 
 # Fixes the log shows are already in place: suggesting them again would waste the user's next run.
 # A serving engine (vLLM, TGI, SGLang, lmdeploy) runs without autograd and loads 16-bit weights by default.
 ALREADY_APPLIED: dict[str, Callable[[Derived], bool]] = {
     "eval-no-grad": lambda d: (bool(_stacks(d) & NO_GRAD_EVAL_STACKS) and _v(d, "phase") == "eval") or _serving(d)
-    or (bool(_stacks(d) & GENERATING_APPS) and _v(d, "inference_only") is True),
+    or _v(d, "generating_app") is True,  # its sampling already runs without autograd
     "gradient-checkpointing": lambda d: _v(d, "gradient_checkpointing") is True,
     "bf16-autocast": lambda d: _v(d, "mixed_precision") is True or _serving(d),
     "expandable-segments": lambda d: _v(d, "expandable_segments") is True,
@@ -610,7 +608,7 @@ EVAL_LOOP_ONLY = frozenset({"eval-accumulation-steps"})
 # Trainers whose prediction loop already moves each batch's outputs to the host (skorch's forward_iter, device='cpu').
 OUTPUTS_ON_HOST_STACKS = frozenset({"skorch"})
 # Training fixes that also have an inference form on these stacks (a diffusion pipeline offloads its model parts).
-INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion", "webui"}}  # the web UI: --medvram, --lowvram
+INFERENCE_TOO: dict[str, set[str]] = {"cpu-offload": {"diffusion", "webui", "comfyui"}}  # --medvram, --lowvram
 # A training fix whose inference form is another fix: the batch of a run that only infers is its inference batch.
 INFERENCE_FORM = {"halve-batch": "smaller-eval-batch"}
 

@@ -2157,3 +2157,17 @@ def test_comfyui_moving_weights_to_the_gpu_is_set_up_unless_a_sampler_runs_it():
                 '  File "/ComfyUI/comfy/samplers.py", line 1010, in sample\n    comfy.model_management.load_models_gpu()\n'
                 + load.split("\n", 1)[1])
     assert one(sampling + MSG).phase == "generate"
+
+
+def test_comfyui_is_named_by_its_console_and_its_folders_not_by_a_word():
+    # its queue's "got prompt" and the error line around every failed graph, a traceback through its package
+    console = ("got prompt\n"
+               "!!! Exception during processing !!! Allocation on device\n"
+               "Traceback (most recent call last):\n"
+               '  File "C:\\apps\\ComfyUI\\execution.py", line 327, in execute\n')
+    stacks = config_from(normalize_region(1, console.splitlines()), "x.log")["stacks"].value
+    assert {"comfyui", "diffusion"} <= set(stacks)
+    assert "comfyui" in config_from(normalize_region(1, ["got prompt"]), "x.log")["stacks"].value
+    # a prompt mentioned in prose, or a comfortable margin, names no app
+    prose = ["we got prompt tokens from the tokenizer", "memory is comfortable at step 4"]
+    assert "stacks" not in config_from(normalize_region(1, prose), "x.log")

@@ -128,9 +128,9 @@ def test_a_diffusion_pipeline_gets_its_own_offload_batch_and_weights_settings():
     sampling = run(stack_diffusion=True, phase="generate", inference_only=True)
     assert fitted(["cpu-offload", "smaller-eval-batch", "halve-batch"], sampling) == ["cpu-offload", "smaller-eval-batch"]
     offload = build_fix("cpu-offload", sampling)
-    assert set(offload.changes) == {"diffusers", "comfyui"} and "enable_model_cpu_offload" in offload.changes["diffusers"]
+    assert set(offload.changes) == {"diffusers"} and "enable_model_cpu_offload" in offload.changes["diffusers"]
     assert "host RAM" in (offload.effect or "") and "optimizer" not in (offload.effect or "")
-    assert set(build_fix("quantize-weights", sampling).changes) == {"diffusers", "comfyui"}  # no LLM loading line
+    assert set(build_fix("quantize-weights", sampling).changes) == {"diffusers"}  # no LLM loading line, no ComfyUI node
     # other inference (a language model served alone) still gets no optimizer offload
     assert fitted(["cpu-offload"], run(phase="generate", inference_only=True)) == []
 
@@ -204,13 +204,33 @@ def test_skorch_logs_name_the_stack_and_get_skorch_keys():
 
 
 def test_the_web_uis_own_settings_replace_the_diffusion_librarys():
-    d = run(stack_webui=True, stack_diffusion=True, phase="generate", inference_only=True)
+    d = run(stack_webui=True, stack_diffusion=True, phase="generate", inference_only=True, generating_app=True)
     assert list(build_fix("cpu-offload", d).changes) == ["webui"]  # --medvram, not a pipeline call or ComfyUI's flags
     assert "--medvram" in build_fix("cpu-offload", d).changes["webui"]
     assert list(build_fix("smaller-eval-batch", d).changes) == ["webui"]
     assert list(build_fix("quantize-weights", d).changes) == ["webui"]  # no transformers loading line either
     plain = run(stack_diffusion=True, phase="generate", inference_only=True)
-    assert set(build_fix("cpu-offload", plain).changes) == {"diffusers", "comfyui"}
+    assert set(build_fix("cpu-offload", plain).changes) == {"diffusers"}  # a pipeline is no ComfyUI graph
+
+
+def test_comfyuis_own_settings_replace_the_diffusion_librarys():
+    d = run(stack_comfyui=True, stack_diffusion=True, inference_only=True, generating_app=True)
+    assert list(build_fix("cpu-offload", d).changes) == ["comfyui"]
+    assert "--lowvram" in build_fix("cpu-offload", d).changes["comfyui"]
+    assert list(build_fix("smaller-eval-batch", d).changes) == ["comfyui"]
+
+
+def test_a_comfyui_graph_that_only_generates_gets_no_training_fix_and_no_evaluation_hypothesis():
+    from oomdoctor.api import diagnose_path
+
+    report = diagnose_path("fixtures/reconstructed/p1386-diffrhythm-comfy-3050-4gb-allocation-on-device.log")
+    offered = [f.id for g in report.diagnoses for f in g.fixes]
+    assert "smaller-eval-batch" in offered
+    assert not {"halve-batch", "gradient-checkpointing", "eval-no-grad", "fix-leak"} & set(offered)
+    assert "eval_spike" not in [g.category for g in report.diagnoses]
+    # a ComfyUI trainer node's run shows its steps: it trains, and keeps the training fixes
+    trainer = diagnose_path("fixtures/reconstructed/p677-comfyui-fluxtrainer-3090-epoch-bar-rich-allocation.log")
+    assert "halve-batch" in [f.id for g in trainer.diagnoses for f in g.fixes]
 
 
 def test_kohya_sd_scripts_runs_get_its_options_and_nothing_of_accelerate_or_transformers():
@@ -244,7 +264,7 @@ def test_an_8bit_optimizer_bitsandbytes_could_not_give_is_offered_with_the_insta
 
 
 def test_a_web_ui_generation_gets_its_own_batch_and_no_training_or_eval_loop_advice():
-    webui = run(stack_webui=True, inference_only=True)
+    webui = run(stack_webui=True, inference_only=True, generating_app=True)
     ids = ["halve-batch", "gradient-checkpointing", "eval-no-grad", "eval-accumulation-steps", "shorter-max-seq",
            "fix-leak", "cpu-offload"]
     assert fitted(ids, webui) == ["smaller-eval-batch", "shorter-max-seq", "cpu-offload"]

@@ -1766,6 +1766,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "webui": lazy(r"stable-diffusion-webui|\bmodules[/\\](?:txt2img|img2img|call_queue)\.py|^\*{3} Error completing request"
                   # its memory summary under every generation: "A: 2.82 GB, R: 2.90 GB, Sys: 3.8/3.8125 GB (99.7%)"
                   r"|^Total progress:|^A: \d{1,4}\.\d{1,3} GB, R: \d{1,4}\.\d{1,3} GB, Sys: "),
+    # ComfyUI, a node-graph app that generates: its package and folders (custom nodes are "ComfyUI-<name>" repositories),
+    # its sampler node, its console's "got prompt" and "!!! Exception during processing !!!" around every queued graph
+    "comfyui": lazy(r"\bcomfy[/.\\]|ComfyUI|\bKSampler\b|^got prompt\s*$|^!!! Exception during processing !!!"),
     # kohya-ss sd-scripts, LoRA and DreamBooth training for Stable Diffusion, SDXL, SD3 and FLUX (its bilingual
     # "running training / 学習開始" banner, its scripts, the repository's name)
     "sd_scripts": lazy(r"\bsd-scripts\b|\bkohya|学習開始|\b(?:sdxl|flux|sd3)_train(?:_network)?\.py"),
@@ -1796,6 +1799,7 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "tensorflow": ("tensorflow", "keras"),
     "skorch": ("skorch", "NeuralNet"),
     "sd_scripts": ("sd-scripts", "kohya", "学習開始", "_train"),
+    "comfyui": ("comfy", "ComfyUI", "KSampler", "got prompt", "!!! Exception during processing !!!"),
     "webui": ("stable-diffusion-webui", "txt2img", "img2img", "call_queue", "Error completing request", "Total progress:",
               " GB, Sys: "),
 }
