@@ -13,6 +13,12 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1354-hunyuan3dwrapper-comfy-error-report-sample-multiview.log": "phase: ComfyUI's Error Report naming the failing "
+    "node ('Node Type: Hy3DSampleMultiView', a sampler in an inference workflow) is not read as generation",
+    "p1357-if-trellis-8gb-error-in-image-to-3d-cut.log": "held-out, scored only: phase: two finished 'Sampling' bars "
+    "before the node's 'Error in image_to_3d:' message are not read as generation",
+    "p1353-dream-in-4d-tcnn-cumemcreate-retyped-bold.log": "detect: tiny-cuda-nn's cuMemCreate failure retyped by hand "
+    "('**Runtime Error:...gpu_cemory. h: 584 cuMemCreate (...) failed: CUDA-ERROR_OUT_OF-MEMORY**') is not found",
     "p1315-rwkv-runner-cpu-allocator-switch-model-500.log": "phase: the uvicorn access line after the message, "
     "'POST /switch-model' answered 500 (the model load failing), is not read as set-up (init)",
     "p1333-vkd-mars-2080ti-train-command.log": "phase: the command line above the message ('python ./tools/train_v2v.py mars ...') "
