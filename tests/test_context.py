@@ -1793,6 +1793,8 @@ def test_the_node_of_a_comfyui_error_report_names_the_phase():
                 "- **Exception Message:** Allocation on device \n## Stack Trace\n")
     assert events(report("KSampler"))[0].phase == "generate"
     assert events(report("WanVideoSampler"))[0].phase == "generate"
+    assert events(report("Hy3DSampleMultiView"))[0].phase == "generate"  # a node that samples, named by the verb
+    assert events(report("Hy3DGenerateMesh"))[0].phase == "generate"
     assert events(report("UNETLoader"))[0].phase == "init"
     assert events(report("ImageScaleBy"))[0].phase == "unknown"  # a node that names no phase
 

@@ -13,8 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p1354-hunyuan3dwrapper-comfy-error-report-sample-multiview.log": "phase: ComfyUI's Error Report naming the failing "
-    "node ('Node Type: Hy3DSampleMultiView', a sampler in an inference workflow) is not read as generation",
     "p1357-if-trellis-8gb-error-in-image-to-3d-cut.log": "held-out, scored only: phase: two finished 'Sampling' bars "
     "before the node's 'Error in image_to_3d:' message are not read as generation",
     "p1353-dream-in-4d-tcnn-cumemcreate-retyped-bold.log": "detect: tiny-cuda-nn's cuMemCreate failure retyped by hand "

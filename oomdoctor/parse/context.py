@@ -1514,14 +1514,14 @@ def outside_training(frames: Sequence[tuple[str, Line]], phase: str) -> bool:
     return not any("train" in _phase_of_name(func.rsplit(".", 1)[-1]) for func, _ in frames)
 
 
-# ComfyUI's error panel names the node that failed ("Error occurred when executing KSampler:"): a sampler or a
-# decoder is generating (the VAE's and a video wrapper's own: VAEDecodeTiled, CogVideoDecode, WanVideoDecode), a loader
-# is setting up.
+# ComfyUI's error panel names the node that failed ("Error occurred when executing KSampler:"): a sampler (or a node
+# that samples or generates: Hy3DSampleMultiView, a pack's ...Generate) or a decoder is generating (the VAE's and a
+# video wrapper's own: VAEDecodeTiled, CogVideoDecode, WanVideoDecode), a loader is setting up.
 # Its console's header, and the "ComfyUI Error Report" its frontend writes ("- **Node Type:** KSampler").
 # (a custom node's name may carry its pack in parentheses: "KSampler (Efficient)")
 COMFY_NODE = lazy(r"^\s{0,4}(?:Error occurred when executing (?P<node>[\w .()-]{1,80}?):"
                   r"|-\s\*\*Node Type:\*\*\s(?P<node>[\w .()-]{1,80}?))\s*$")
-COMFY_NODE_PHASES = (("generate", lazy(r"Sampler|Decode|Encode|Upscale|Detailer", regex.I)),
+COMFY_NODE_PHASES = (("generate", lazy(r"Sampl|Generat|Decode|Encode|Upscale|Detailer", regex.I)),
                      ("init", lazy(r"Load(?:er)?(?:\b|[A-Z_])")))
 COMFY_HEADER_LINES = 6
 
