@@ -1296,6 +1296,14 @@ def test_the_launch_commands_script_names_an_evaluation_or_a_sampling_run():
     assert e.phase == "unknown"
     (e,) = events("$ python train.py --epochs 3\n" + MSG)  # the default phase is not guessed from a name
     assert e.phase == "unknown"
+    # bash's own prompt with its environment, the interpreter by its path, a script whose name ends in _eval
+    (e,) = events("(umi) user@box:~/repo$ ~/miniforge3/envs/umi/bin/python load_checkpoint_eval.py -i out/latest.ckpt\n"
+                  + MSG)
+    assert e.phase == "eval"
+    (e,) = events("user@box:~/repo$ /usr/bin/python3 train.py --epochs 3\n" + MSG)
+    assert e.phase == "unknown"
+    (e,) = events("we ran it as user@box:~/repo and then python my_eval.py\n" + MSG)  # prose is no prompt
+    assert e.phase == "unknown"
 
 
 def test_a_sampling_scripts_module_frame_is_generation():

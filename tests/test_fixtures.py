@@ -442,8 +442,6 @@ KNOWN_GAPS = {
     "main into the encoder's forward, after an argparse Namespace with batch_size/num_epochs, is not read as train",
     "p1305-samurai-demo-1080p-init-state-killed.log": "held-out, scored only: phase: SAMURAI's "
     "printed \"init state\" before a bare Killed is not read as init",
-    "p1395-umi-diffusion-policy-eval-7.78gib-backticked.log": "phase: the shell prompt's command "
-    "('python load_checkpoint_eval.py -i .../latest.ckpt') runs a checkpoint evaluation script, but it is not read as eval",
     "p1398-physical-ai-studio-act-xpu-b570-loguru-ur-oom.log": "held-out, scored only: phase: loguru's ERROR row "
     "from workers.training_worker:_train_model ('Training failed: ...') and Lightning's trainer frame are not read as train",
 }

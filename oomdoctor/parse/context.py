@@ -1375,8 +1375,8 @@ def in_model_forward(frame_text: str) -> bool:
 # predict.py evaluate; preprocess.py and data_loader.py prepare data before any training. Weakest evidence: used
 # only when no function in the traceback names a phase.
 # Script names, shared by a traceback's <module> frame and the launch command: evaluation scripts (test.py,
-# eval_x.py, predict.py) and generative models' sampling scripts (sample.py, image_sample.py, generate.py).
-EVAL_SCRIPT = r"test|tests?_\w{1,40}|\w{1,40}_test|eval\w{0,40}|predict\w{0,40}"
+# eval_x.py, x_eval.py, predict.py) and generative models' sampling scripts (sample.py, image_sample.py, generate.py).
+EVAL_SCRIPT = r"test|tests?_\w{1,40}|\w{1,40}_(?:test|eval)|eval\w{0,40}|predict\w{0,40}"
 SAMPLING_SCRIPT = r"(?:\w{1,20}_)?sample(?:_\w{1,40})?|generate(?:_\w{1,40})?"
 SCRIPT_PHASES = (
     ("eval", lazy(r'[/\\"](?:' + EVAL_SCRIPT + r'|infer\w{0,40})\.py"')),
@@ -1389,8 +1389,12 @@ SCRIPT_PHASES = (
 # The command that launched the run, as a shell prompt or a log echoes it: "$ bash ./scripts/test.sh 0 ...",
 # "python tools/test.py cfg.py", "torchrun --nproc_per_node 8 sample.py". Its script's name is the weakest evidence
 # of the phase, used when nothing else in the log names one; only names that say eval or generation count.
-LAUNCH = lazy(r"^\s{0,4}`?(?:[$#>]\s{1,2})?(?:[A-Z_]{1,40}=\S{1,80}\s{1,4}){0,4}"  # (a code span's backtick may open it)
-              r"(?:python\d?(?:\.\d{1,2})?(?:\s{1,4}-u)?|bash|sh|torchrun|deepspeed|accelerate\s{1,4}launch)"
+LAUNCH = lazy(r"^\s{0,4}`?"  # (a code span's backtick may open it)
+              # a shell's prompt: "$ ", "# ", "> ", or bash's own with its environment, "(env) user@host:~/repo$ "
+              r"(?:(?:\([\w.-]{1,40}\)\s{1,2})?[\w.-]{1,40}@[\w.-]{1,60}:[^$#\s]{0,200}[$#]\s{1,2}|[$#>]\s{1,2})?"
+              r"(?:[A-Z_]{1,40}=\S{1,80}\s{1,4}){0,4}"
+              # the interpreter or launcher, by name or by its path (~/miniforge3/envs/x/bin/python)
+              r"(?:[^\s'\"]{0,200}[/\\])?(?:python\d?(?:\.\d{1,2})?(?:\s{1,4}-u)?|bash|sh|torchrun|deepspeed|accelerate\s{1,4}launch)"
               r"(?:\s{1,4}--?[\w-]{1,40}(?:[= ][\w.:/-]{1,80})?){0,6}\s{1,4}(?P<script>[\w./\\-]{1,200}\.(?:py|sh))\b")
 LAUNCH_PHASES = (
     # not "inference.py": a generative model's inference is generation, a classifier's is evaluation
