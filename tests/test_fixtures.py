@@ -442,14 +442,11 @@ KNOWN_GAPS = {
     "main into the encoder's forward, after an argparse Namespace with batch_size/num_epochs, is not read as train",
     "p1305-samurai-demo-1080p-init-state-killed.log": "held-out, scored only: phase: SAMURAI's "
     "printed \"init state\" before a bare Killed is not read as init",
-<<<<<<< HEAD
     "p1398-physical-ai-studio-act-xpu-b570-loguru-ur-oom.log": "held-out, scored only: phase: loguru's ERROR row "
     "from workers.training_worker:_train_model ('Training failed: ...') and Lightning's trainer frame are not read as train",
-=======
     "p1417-audioseparation-comfy-mdx-relayed-allocation-cut.log": "held-out, scored only: line/step/phase: the node's "
     "'[AudioSeparation ERROR] ... Allocation on device' relay is not taken as the message's first line (ComfyUI's "
     "'!!! Exception' line is), and the separator's 0/1 chunk bar is read as training step 0",
->>>>>>> intake79
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
