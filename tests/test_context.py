@@ -2181,3 +2181,11 @@ def test_comfyui_is_named_by_its_console_and_its_folders_not_by_a_word():
     # a prompt mentioned in prose, or a comfortable margin, names no app
     prose = ["we got prompt tokens from the tokenizer", "memory is comfortable at step 4"]
     assert "stacks" not in config_from(normalize_region(1, prose), "x.log")
+
+
+def test_a_message_broken_after_its_request_keeps_the_space_between_its_sentences():
+    # the line ends in the request's figure (no trailing blank left to say it was cut at a space)
+    (e,) = events("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 MiB.\n"
+                  "GPU 0 has a total capacity of 15.55 GiB of which 110.12 MiB is free.\n")
+    assert "12.00 MiB. GPU 0 has" in e.message
+    assert (e.requested_bytes, e.free_bytes) == (12 * 2**20, round(110.12 * 2**20))
