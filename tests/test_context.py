@@ -2189,3 +2189,14 @@ def test_a_message_broken_after_its_request_keeps_the_space_between_its_sentence
                   "GPU 0 has a total capacity of 15.55 GiB of which 110.12 MiB is free.\n")
     assert "12.00 MiB. GPU 0 has" in e.message
     assert (e.requested_bytes, e.free_bytes) == (12 * 2**20, round(110.12 * 2**20))
+
+
+def test_a_glog_checks_stack_trace_header_is_no_part_of_its_message_nor_a_message_of_its_own():
+    log = ("F1216 22:28:02.183454 12168 syncedmem.cpp:78] Check failed: error == cudaSuccess (2 vs. 0)  out of memory\n"
+           "*** Check failure stack trace: ***\n"
+           "Could not create log file: File exists\n"
+           "COULD NOT CREATE LOGFILE '20181216-222802.15444'!\n"
+           "F1216 22:28:02.189438 10304 syncedmem.cpp:78] Check failed: error == cudaSuccess (2 vs. 0)  out of memory\n")
+    found = events(log)
+    assert found[0].message.endswith("out of memory") and found[0].line == 1
+    assert all(e.line != 2 for e in found)  # the row after a whole trigger does not start another message

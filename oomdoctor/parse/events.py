@@ -370,8 +370,10 @@ _SEAM_CHARS = max(map(len, P.TRIGGERS)) - 1  # the most of a trigger one side of
 
 def _trigger_across(lines: Sequence[Line], i: int) -> bool:
     """Whether a trigger lies across the seam between lines[i] and the row before it, a row a terminal may have cut
-    (the caller asks only past a row as wide as the widest: "... DefaultCPUAllocat" / "or: not enough memory ...")."""
-    return cut_row(lines, i - 1) and has_trigger(lines[i - 1].raw[-_SEAM_CHARS:] + lines[i].raw[:_SEAM_CHARS])
+    (the caller asks only past a row as wide as the widest: "... DefaultCPUAllocat" / "or: not enough memory ...");
+    not one the row before holds whole (its message is read from that row)."""
+    tail = lines[i - 1].raw[-_SEAM_CHARS:]
+    return cut_row(lines, i - 1) and has_trigger(tail + lines[i].raw[:_SEAM_CHARS]) and not has_trigger(tail)
 
 
 # An exception whose message is only a source location ("RuntimeError: .../indice_cuda.cu 124"): a check macro

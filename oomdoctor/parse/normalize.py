@@ -209,7 +209,7 @@ def cut_row(lines: Sequence[Line], i: int) -> bool:
 RECORD_START = lazy(
     r"^\s*(?:Traceback|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d|\[rank\d|\w+Error:|\w+Exception:"
     r"|at |frame #"
-    r"|Segmentation fault\b|Aborted \(core dumped\)|Bus error\b|```"
+    r"|Segmentation fault\b|Aborted \(core dumped\)|Bus error\b|```|\*\*\* Check failure stack trace"
     r"|[IWEF](?:\d{4} [\d:.]{8,15} {1,8}\d{1,8})? \S{1,300}\.(?:cc|cpp|cu|cuh|h|hpp|py):\d{1,6}\] )"
 )
 _TABLE_EDGES = ("|", "+")  # a table row (nvidia-smi's) starts and ends with one: it is whole, however wide
