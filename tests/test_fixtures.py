@@ -20,6 +20,8 @@ KNOWN_GAPS = {
     "epoch, and is read as training rather than set-up (init)",
     "p1445-geodock-colab-a100-relu-capacty-cut.log": "phase: a notebook cell that builds GeoDockRunner from a "
     "checkpoint and fails inside runner.dock() (prediction) is read as set-up (init), not inference (eval)",
+    "p1460-dallemini-cudafuncsetattribute-3080ti.log": "detect: a CUDA runtime call inside an XLA kernel failing "
+    "('RuntimeError: :0: cudaFuncSetAttribute(...): out of memory') is not found",
     "p1357-if-trellis-8gb-error-in-image-to-3d-cut.log": "held-out, scored only: phase: two finished 'Sampling' bars "
     "before the node's 'Error in image_to_3d:' message are not read as generation",
     "p1353-dream-in-4d-tcnn-cumemcreate-retyped-bold.log": "detect: tiny-cuda-nn's cuMemCreate failure retyped by hand "
