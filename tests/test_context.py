@@ -2200,3 +2200,12 @@ def test_a_glog_checks_stack_trace_header_is_no_part_of_its_message_nor_a_messag
     found = events(log)
     assert found[0].message.endswith("out of memory") and found[0].line == 1
     assert all(e.line != 2 for e in found)  # the row after a whole trigger does not start another message
+
+
+def test_a_bar_drawing_ten_thousand_iterations_a_second_counts_no_training_steps():
+    loading = "100%|██████████| 949/949 [00:00<00:00, 834989.41it/s]loading knowledge graph from /data/train.txt\n"
+    (e,) = events(loading + MSG)
+    assert e.step is None
+    # a toy model on a CPU steps a few thousand times a second: still its training bar
+    (e,) = events(" 50%|█████     | 4/8 [00:00<00:00, 4510.00it/s]\n" + MSG)
+    assert e.step == 4

@@ -192,6 +192,10 @@ EXAMPLES = [
      "CUDA: out of memory", "cuda_error", None, {}),  # MXNet's mshadow check (GluonCV)
     ("[09:12:44] src/engine/threaded_engine.cc:320: Check failed: e == cudaSuccess (2 vs. 0) : CUDA: out of memory",
      "cuda_error", None, {}),  # MXNet 1.x's CHECK_EQ wording
+    ("Check failed: error == cudaSuccess CUDA error out of memory at /opt/build/include/base/memory.h:131",
+     "cuda_error", None, {}),  # GraphVite's CudaCheck
+    ("RuntimeError: :0: cudaFuncSetAttribute(kernel_entry, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+     "integer_cast<int32_t>(launch_configs[0].smemSizeInBytes)): out of memory", "cuda_error", None, {}),  # XLA's check
     ("CUDA error 2 at /src/llama.cpp/ggml-cuda.cu:5509: out of memory", "cuda_error", None, {}),  # ggml, 2023
     ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 279356.51 MiB on device 0: cudaMalloc failed: out of memory",
      "cuda_error", None, {"requested_bytes": b("279356.51", 2), "gpu_index": 0}),  # ggml (llama.cpp)

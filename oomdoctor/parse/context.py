@@ -317,6 +317,8 @@ def step_of(line: Line, gates: Gates = EVERY_TEST) -> StepCount | None:
             return None
         if bars:
             b = bars[-1]
+            if DATA_RATE.match(text, b.end()):
+                return None
             return StepCount(int(b["n"]), int(b["total"]), True)
         m = LIGHTNING_OPEN.match(text) if gates.lightning and "/?" in text else None
         if m and m["epoch"] == "0":
@@ -982,6 +984,10 @@ NON_TRAIN_BAR = lazy(
     # "epoch"), around the batches' bar that counts the steps
     r"|(?:\d|\?) ?(?:epochs?/s|s/epochs?)[,\]]"
 )
+# The rest of a bar's bracket after its first digit, at ten thousand iterations a second or more: no training loop
+# steps that fast (a toy model on a CPU draws a few thousand); moving parameters or reading records does ("949/949
+# [00:00<00:00, 834989.41it/s]", "... to cuda:0: 100%|...| 1303/1303 [00:00<00:00, 27033.79it/s]").
+DATA_RATE = lazy(r"[^\]\n]{0,40}?,\s{0,4}\d{5,12}(?:\.\d{1,3})?it/s")
 # A literal every form of NON_TRAIN_BAR holds (a bar line holding none is not searched: ~0.5 us against ~10); "ing"
 # stands for every gerund label ("Loading", "Saving", "Scanning ", ...).
 NON_TRAIN_NEEDS = Literals((
