@@ -2209,3 +2209,22 @@ def test_a_bar_drawing_ten_thousand_iterations_a_second_counts_no_training_steps
     # a toy model on a CPU steps a few thousand times a second: still its training bar
     (e,) = events(" 50%|█████     | 4/8 [00:00<00:00, 4510.00it/s]\n" + MSG)
     assert e.step == 4
+
+
+def test_an_ipython_frame_reads_the_statement_its_arrow_points_at_not_the_lines_around_it():
+    cell = ("OutOfMemoryError                          Traceback (most recent call last)\n"
+            "[<ipython-input-4-3f1c2a9d0b7e>](https://localhost:8080/#) in <cell line: 6>()\n"
+            "      5 runner = DockRunner(ckpt_file=ckpt_path)\n"
+            "----> 6 result = runner.dock(\n"
+            "      7     partner1=chain_a,\n"
+            "\n")
+    (e,) = events(cell + MSG)
+    assert e.phase != "init"  # the constructor on line 5 ran and returned: it is not what failed
+    # older IPython points at a multi-line statement's last line: the call on its first line is the statement's
+    fit = ("<ipython-input-17-52b44d5e84db> in <module>()\n"
+           "      3 history = classifier.fit(train_gen,\n"
+           "      4                          steps_per_epoch=100,\n"
+           "----> 5                          epochs=num_epochs)\n"
+           "\n")
+    (e,) = events(fit + MSG)
+    assert e.phase == "train"

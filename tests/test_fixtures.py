@@ -18,8 +18,8 @@ KNOWN_GAPS = {
     "p1441-gcnii-fullsupervised-features-to-device-cuda-error.log": "held-out, scored only: phase: the failing frame "
     "moves the feature matrix to the GPU ('features = features.to(device)') inside a function named train, before any "
     "epoch, and is read as training rather than set-up (init)",
-    "p1445-geodock-colab-a100-relu-capacty-cut.log": "phase: a notebook cell that builds GeoDockRunner from a "
-    "checkpoint and fails inside runner.dock() (prediction) is read as set-up (init), not inference (eval)",
+    "p1445-geodock-colab-a100-relu-capacty-cut.log": "phase: the notebook cell fails inside runner.dock() "
+    "(prediction with a model built two lines up): dock names no phase, so it reads unknown, not inference (eval)",
     "p1357-if-trellis-8gb-error-in-image-to-3d-cut.log": "held-out, scored only: phase: two finished 'Sampling' bars "
     "before the node's 'Error in image_to_3d:' message are not read as generation",
     "p1353-dream-in-4d-tcnn-cumemcreate-retyped-bold.log": "detect: tiny-cuda-nn's cuMemCreate failure retyped by hand "

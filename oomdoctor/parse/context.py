@@ -892,7 +892,10 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
     if in_model_forward(lines[i].text):
         return out  # a model's forward calling its own predict(): no phase
     callee = _callee_in_model_forward(lines, i)
-    for ln in lines[i + 1 : i + 1 + CODE_LINES_PER_FRAME]:
+    block = lines[i + 1 : i + 1 + CODE_LINES_PER_FRAME]
+    # IPython numbers the lines around the statement that ran and points at it ("----> 6 result = runner.dock("): the
+    # lines around it (a constructor two lines up) are context, not what was running
+    for ln in _statement_run(block):
         if not _same_rank(ln, rank):
             continue
         text = ln.text
@@ -913,7 +916,32 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
     return out
 
 
+def _statement_run(block: Sequence[Line]) -> Sequence[Line]:
+    """Of an IPython frame's numbered code lines, the statement its arrow points at (the lines around it are context:
+    a constructor two lines up ran and returned); the arrow may sit on the statement's first line or, in older IPython,
+    on its last ("----> 5     epochs=num_epochs)"). Other code blocks (CPython's one statement) are kept whole."""
+    statements: list[list[Line]] = []
+    depth = 0
+    for ln in block:
+        if not ln.text.strip() or FRAME.match(ln.text) or "Traceback" in ln.text or "Error" in ln.text[:60]:
+            break
+        ipy = IPY_CODE.match(ln.text)
+        if ipy is None:
+            return block
+        if depth <= 0 or not statements:
+            statements.append([])
+            depth = 0
+        statements[-1].append(ln)
+        code = ipy["code"]
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        if IPY_ARROW.match(ln.text) and depth <= 0:
+            return statements[-1]
+    pointed = next((st for st in statements if any(IPY_ARROW.match(ln.text) for ln in st)), None)
+    return pointed if pointed is not None else block
+
+
 CODE_LINES_PER_FRAME = 8
+IPY_ARROW = lazy(r"^\s*-{1,8}>\s{0,4}\d{1,6}\s")  # IPython's pointer at the line that ran: "----> 6 ", "--> 1471 "
 # A statement assigning a newly built object: "asr = FlaxWhisperPipeline(...)", "model = models.ResNet50(...)"; not
 # a tensor wrapped in a training step ("inputs = Variable(x.cuda())", "t = torch.FloatTensor(...)"), a loss module
 # ("loss = nn.CrossEntropyLoss()(out, y)"), nor an object built and called at once (the caller skips ")("), nor a
