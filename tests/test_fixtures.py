@@ -17,6 +17,9 @@ KNOWN_GAPS = {
     "'567.00 MiB fre;' loses both the free and the cached (reserved-but-unallocated) figures",
     "p1489-swintextspotter-train-8gb-cjk-quote-glued.log": "phase: the Chinese prose glued before the message "
     "says the error came during training (训练), which is not read as train",
+    "p1517-tortoise-notebook-random-voice-t4.log": "phase: the pasted notebook cell above the message calls tts.tts_with_preset(...) and saves and plays the clip (speech synthesis, inference only), but it is not read as inference (eval)",
+    "p1521-comfyui-easy-indextts2-24gb-start-inference-cut.log": "phase: the node's '>> start inference...' banner right above ComfyUI's '!!! Exception during processing !!! Allocation on device' is not read as inference (eval)",
+    "p1518-f5tts-e2small-rank0-sdpa-mask.log": "figures: the sole 'Process 2750035 has 39.17 GiB' clause, which with 209.38 MiB free is the whole 39.38 GiB card and so the failing process itself, stays an other process (process_in_use missed, other_processes wrong)",
     "p1440-graphvite-wikidata5m-solver-build-check-failed.log": "phase: the glog stack through the solver's "
     "build (Memory<>::resize in SolverMixin<>::build), right after the knowledge graph's load, is not read as init",
     "p1441-gcnii-fullsupervised-features-to-device-cuda-error.log": "held-out, scored only: phase: the failing frame "
