@@ -19,7 +19,6 @@ KNOWN_GAPS = {
     "says the error came during training (训练), which is not read as train",
     "p1517-tortoise-notebook-random-voice-t4.log": "phase: the pasted notebook cell above the message calls tts.tts_with_preset(...) and saves and plays the clip (speech synthesis, inference only), but it is not read as inference (eval)",
     "p1521-comfyui-easy-indextts2-24gb-start-inference-cut.log": "phase: the node's '>> start inference...' banner right above ComfyUI's '!!! Exception during processing !!! Allocation on device' is not read as inference (eval)",
-    "p1518-f5tts-e2small-rank0-sdpa-mask.log": "figures: the sole 'Process 2750035 has 39.17 GiB' clause, which with 209.38 MiB free is the whole 39.38 GiB card and so the failing process itself, stays an other process (process_in_use missed, other_processes wrong)",
     "p1440-graphvite-wikidata5m-solver-build-check-failed.log": "phase: the glog stack through the solver's "
     "build (Memory<>::resize in SolverMixin<>::build), right after the knowledge graph's load, is not read as init",
     "p1441-gcnii-fullsupervised-features-to-device-cuda-error.log": "held-out, scored only: phase: the failing frame "
@@ -194,8 +193,6 @@ KNOWN_GAPS = {
     "p127-audioldm-60s-generation.log": "phase: the sidecar says generate from the thread; the log is the message alone",
     "p125-diffdock-failed-on-complex-10gb.log": "held-out, scored only: a docking run's 'Failed on [...]' prefix is not "
                                                 "read as eval (inference)",
-    "p126-climate2weather-score-batchgpu.log": "held-out, scored only: a lone 'Process N has' clause is read as another "
-                                               "process, not this one",
     "p132-gptsovits-batch-infer-decode.log": "held-out, scored only: phase: decode_next_token frames are not read as "
                                              "generation",
     "p132-transformertts-durations-getoetet.log": "held-out, scored only: phase: a 'Processing training set' bar of a "

@@ -798,6 +798,10 @@ def test_the_one_listed_process_that_makes_up_the_cards_use_is_the_failing_one()
     # the card's use is not that process's alone: someone else holds the rest
     (e,) = parse_text(msg.replace("3.67 GiB is free", "0.67 GiB is free")).events
     assert e.process_in_use_bytes is None and [p.pid for p in e.other_processes] == [3436127]
+    # the message cut before PyTorch's reserve: what it allocated is the floor of its hold
+    cut = msg.split(", and 73.38")[0] + "\n"
+    (e,) = parse_text(cut).events
+    assert (e.reserved_bytes, e.process_in_use_bytes, e.other_processes) == (None, b("19.96", 3), ())
     # Ray's memory-monitor advice pasted alone still names the host's out-of-memory kill
     (e,) = parse_text("Refer to the documentation on how to address the out of memory issue: "
                       "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.\n").events

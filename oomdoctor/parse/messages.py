@@ -169,24 +169,27 @@ def _processes(f: Figures, procs: str) -> None:
             f["process_in_use_bytes"] = size
         else:
             others.append(OtherProcess(pid=int(pm["pid"]), bytes=size))
-    if "process_in_use_bytes" not in f and others and f.get("reserved_bytes") is not None:
+    # PyTorch's own hold: its reserve, or at least what it allocated when the message was cut before the reserve
+    held = f.get("reserved_bytes") if f.get("reserved_bytes") is not None else f.get("allocated_bytes")
+    if "process_in_use_bytes" not in f and others and held is not None:
         # Containers print the failing process under its own pid: it is the one just above PyTorch's reserve.
-        candidates = [p for p in others if 0 <= p.bytes - f["reserved_bytes"] <= PROCESS_SELF_MARGIN_BYTES]
+        candidates = [p for p in others if f.get("reserved_bytes") is not None
+                      and 0 <= p.bytes - f["reserved_bytes"] <= PROCESS_SELF_MARGIN_BYTES]
         if candidates:
             me = min(candidates, key=lambda p: p.bytes - f["reserved_bytes"])
             f["process_in_use_bytes"] = me.bytes
             others.remove(me)
-        elif len(others) == 1 and _sole_process(f, others[0]):
+        elif len(others) == 1 and _sole_process(f, others[0], held):
             f["process_in_use_bytes"] = others.pop().bytes
     f["other_processes"] = tuple(others)
 
 
-def _sole_process(f: Figures, p: OtherProcess) -> bool:
-    """The one process the message lists holds all the card's used memory and at least about PyTorch's reserve: it is
-    the failing process under a container's pid (NVML's figure may lag the reserve a little)."""
-    total, free, reserved = f.get("total_bytes"), f.get("free_bytes"), f["reserved_bytes"]
+def _sole_process(f: Figures, p: OtherProcess, held: int) -> bool:
+    """The one process the message lists holds all the card's used memory and at least about PyTorch's hold (`held`):
+    it is the failing process under a container's pid (NVML's figure may lag the reserve a little)."""
+    total, free = f.get("total_bytes"), f.get("free_bytes")
     return total is not None and free is not None and abs(total - free - p.bytes) <= SOLE_PROCESS_MARGIN_BYTES \
-        and p.bytes >= reserved - SOLE_PROCESS_MARGIN_BYTES
+        and p.bytes >= held - SOLE_PROCESS_MARGIN_BYTES
 
 
 def _xla_size(v: str) -> int:
