@@ -2228,3 +2228,14 @@ def test_an_ipython_frame_reads_the_statement_its_arrow_points_at_not_the_lines_
            "\n")
     (e,) = events(fit + MSG)
     assert e.phase == "train"
+
+
+def test_the_sentences_of_a_cuda_errors_hints_keep_their_spaces_and_a_cut_dotted_name_its_dot():
+    log = ("RuntimeError: CUDA error: out of memory\n"
+           "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+           "incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n")
+    (e,) = events(log)
+    assert "might be incorrect. For debugging" in e.message
+    from oomdoctor.parse.events import _sentence_break
+
+    assert not _sentence_break("raise torch.", "OutOfMemoryError: CUDA out of memory.")

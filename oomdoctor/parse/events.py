@@ -72,9 +72,21 @@ _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a r
 # memory") is no label: every label of the message is followed by its figure
 # A tracing span's fields after a multi-line record, alone on its row: " rank=0" (Text Generation Inference's shards)
 _SPAN_RANK = lazy(r"^\s{0,2}rank=(?P<rank>\d{1,5})\s*$")
-# A sentence of a message ending in a figure ("Tried to allocate 12.00 MiB."): a space follows it, whether the line
-# broke there or a terminal cut the row and the copy trimmed the blank it was cut at.
+# A sentence of a message that ended ("Tried to allocate 12.00 MiB.", "... might be incorrect."), then the next one
+# ("GPU 0 has ...", "For debugging consider ..."): a space goes between them, whether the line broke there or a
+# terminal cut the row and the copy trimmed the blank it was cut at. After a word, only a plain capitalised word starts
+# a sentence: "torch." + "OutOfMemoryError: ..." is a dotted name a terminal cut.
 _FIGURE_SENTENCE_END = lazy(r"\d ?[KMGT]?i?B\.$")
+_WORD_SENTENCE_END = lazy(r"[a-z]{2}\.$")
+_SENTENCE_START = lazy(r"^[A-Z][a-z]{0,20} ")
+
+
+def _sentence_break(text: str, nxt: str) -> bool:
+    """Whether `text` ends a sentence and `nxt` starts the next (see _FIGURE_SENTENCE_END)."""
+    if not text.endswith(".") or not nxt[:1].isupper():
+        return False
+    tail = text[-24:]
+    return bool(_FIGURE_SENTENCE_END.search(tail) or (_WORD_SENTENCE_END.search(tail) and _SENTENCE_START.match(nxt)))
 # Another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not continued
 # by the next one. (A terminal may still have cut a logger's row right before one: unwrapping does not stop there.)
 _MESSAGE_HEAD = lazy(r"^\s*(?:CUDA|HIP|XPU) out of memory\. Tried to allocate ")
@@ -152,10 +164,9 @@ def _assemble(lines: Sequence[Line], i: int, mode: str, terminal: int | None = N
             offsets.append(len(text))
             text += nxt.text.lstrip()
         elif mode == "tight" or (mode in ("auto", "rows") and wrapped):
-            if (prev_raw.endswith(" ") and not text.endswith(" ")) or (_FIGURE_SENTENCE_END.search(text[-24:])
-                                                                      and nxt.text[:1].isupper()):
+            if (prev_raw.endswith(" ") and not text.endswith(" ")) or _sentence_break(text, nxt.text):
                 text += " "  # wrapped at a space the line's text lost when it was trimmed: "has" + "79.25 GiB", or
-                # a sentence that ends in a figure, then the next ("Tried to allocate 12.00 MiB." + "GPU 0 has ...")
+                # one sentence ended and the next starts ("Tried to allocate 12.00 MiB." + "GPU 0 has ...")
             offsets.append(len(text))
             text += nxt.text if _prefixed(first) and _prefixed(nxt) else nxt.raw
         elif mode != "rows" and not _new_record(nxt) and "Traceback (most recent call last)" not in nxt.text and (
