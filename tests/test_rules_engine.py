@@ -342,3 +342,14 @@ def test_an_oom_vllms_own_engine_raised_is_not_blamed_on_vllm_beside_it() -> Non
         assert "vllm-colocated-oom" not in {d.rule for d in engine.diagnoses}
     beside = diagnose_text(f"INFO 05-28 08:00:01 [llm_engine.py:230] Initializing a vLLM engine\n[rank0]: {msg}\n")
     assert "vllm-colocated-oom" in {d.rule for d in beside.diagnoses}
+
+
+def test_an_evaluation_oom_of_a_run_that_only_infers_is_explained_without_a_training_footprint():
+    from oomdoctor.api import diagnose_path
+
+    infer = next(g for g in diagnose_path("fixtures/reconstructed/p1519-voicecraft-wsl-kv-cache-cat-cuda-error.log").diagnoses
+                 if g.rule == "eval-spike")
+    assert "inference" in infer.seen and "optimizer states" not in infer.why
+    trained = next(g for g in diagnose_path("fixtures/synthetic/syn-lora-eval-spike-8xa100.log").diagnoses
+                   if g.rule == "eval-spike")
+    assert "evaluation" in trained.seen and "optimizer states" in trained.why
