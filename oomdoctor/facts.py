@@ -105,7 +105,7 @@ FACTS: dict[str, tuple[FactType, str]] = {
     # the event as printed
     "kind": ("str", "event kind: cuda_oom, cuda_error, cublas, nccl, hip_oom, mps_oom, xpu_oom, xla_oom, tf_oom, host_oom, kv_cache"),
     "phase": ("str", "train, eval, generate, save, init or unknown"),
-    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward, kv_cache (allocating a key/value cache), attention (computing attention scores) or pin_memory (page-locking host memory)"),
+    "operation": ("str", "what the traceback shows running: optimizer (step or state set-up), backward, kv_cache (allocating a key/value cache), attention (computing attention scores), pin_memory (page-locking host memory) or zero_bucket (allocating DeepSpeed ZeRO's gradient bucket)"),
     "progress_after_oom": ("bool", "a training counter kept advancing after this OOM was raised: another run writes to the same output"),
     "own_allocator": ("bool", "the message is a library's own device allocation (llama.cpp's ggml, CTranslate2, TensorRT, "
                       "ONNX Runtime, CuPy, faiss, RAPIDS, XGBoost, CatBoost, MXNet, Kaldi, PaddlePaddle), not PyTorch's caching "

@@ -156,7 +156,7 @@ def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
         back = est.layers_bytes - est.checkpointed_bytes
         effect = (f"layer activations ≈ {format_bytes(est.layers_bytes)} → ≈ {format_bytes(est.checkpointed_bytes)}: "
                   f"≈ {format_bytes(back)} back ({est.basis}); ~20-30% more compute")
-    return {
+    return _fsdp_keys_only_under_fsdp(d, {
         "training_args": {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}},
         "accelerate_config": {"fsdp_config.fsdp_activation_checkpointing": True},
         "axolotl_yaml": {"gradient_checkpointing": True},
@@ -167,7 +167,7 @@ def _checkpointing(d: Derived) -> tuple[Changes, str | None]:
         "sd_scripts": {"--gradient_checkpointing": True},
         "skorch": {"module.forward": "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # per block"},
         "code": "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})",
-    }, effect
+    }), effect
 
 
 def _bf16(d: Derived) -> tuple[Changes, str | None]:
@@ -324,6 +324,14 @@ def _lighter_opt(d: Derived) -> tuple[Changes, str | None]:
     return changes, effect
 
 
+def _fsdp_keys_only_under_fsdp(d: Derived, changes: Changes) -> Changes:
+    """An accelerate setting that exists only under FSDP (fsdp_config.*) is no advice to a run accelerate launches with
+    DeepSpeed or DDP: that run's own form (its code, its TrainingArguments) says it."""
+    if "fsdp" not in _stacks(d):
+        changes.pop("accelerate_config", None)
+    return changes
+
+
 def _deepspeed_only(d: Derived, changes: Changes) -> Changes:
     """On a DeepSpeed run the ZeRO config is the one place to change: no FSDP keys beside it."""
     if "deepspeed" in _stacks(d):
@@ -421,12 +429,12 @@ def _fix_leak(d: Derived) -> tuple[Changes, str | None]:
 
 
 def _save(d: Derived) -> tuple[Changes, str | None]:
-    return {
+    return _fsdp_keys_only_under_fsdp(d, {
         "deepspeed_json": {"zero_optimization.stage3_gather_16bit_weights_on_model_save": False},
         "accelerate_config": {"fsdp_config.fsdp_state_dict_type": "SHARDED_STATE_DICT"},
         "training_args": {"save_only_model": True},
         "code": "torch.cuda.empty_cache()\nstate = {k: v.cpu() for k, v in model.state_dict().items()}\ntorch.save(state, path)",
-    }, "the full state dict is never gathered on one GPU at once"
+    }), "the full state dict is never gathered on one GPU at once"
 
 
 def _cache_budget(d: Derived) -> tuple[Changes, str | None]:

@@ -2239,3 +2239,17 @@ def test_the_sentences_of_a_cuda_errors_hints_keep_their_spaces_and_a_cut_dotted
     from oomdoctor.parse.events import _sentence_break
 
     assert not _sentence_break("raise torch.", "OutOfMemoryError: CUDA out of memory.")
+
+
+def test_zeros_gradient_bucket_allocation_is_its_own_operation():
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/opt/venv/lib/python3.10/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 1936, in '
+              'backward\n'
+              "    buf_0 = torch.empty(int(self.reduce_bucket_size),\n")
+    (e,) = events(frames + "RuntimeError: CUDA out of memory. Tried to allocate 954.00 MiB (GPU 0; 31.75 GiB total "
+                  "capacity; 29.99 GiB already allocated; 445.94 MiB free; 30.27 GiB reserved in total by PyTorch)\n")
+    assert e.operation == "zero_bucket"
+    (e,) = events(frames.replace("int(self.reduce_bucket_size)", "grads.numel()")
+                  + "RuntimeError: CUDA out of memory. Tried to allocate 954.00 MiB (GPU 0; 31.75 GiB total capacity; "
+                  "29.99 GiB already allocated; 445.94 MiB free; 30.27 GiB reserved in total by PyTorch)\n")
+    assert e.operation == "backward"

@@ -342,3 +342,12 @@ def test_paddles_own_allocator_gets_no_pytorch_allocator_settings():
     assert d.values["own_allocator"] is True
     assert fitted(["expandable-segments", "eval-no-grad", "halve-batch"], d) == ["halve-batch"]
 
+
+
+def test_fsdp_only_accelerate_keys_go_to_fsdp_runs_only():
+    deepspeed = run(stack_accelerate=True, stack_deepspeed=True)
+    assert "accelerate_config" not in build_fix("gradient-checkpointing", deepspeed).changes
+    assert "accelerate_config" not in build_fix("empty-cache-before-save", deepspeed).changes
+    fsdp = run(stack_accelerate=True, stack_fsdp=True)
+    assert build_fix("gradient-checkpointing", fsdp).changes["accelerate_config"] == {
+        "fsdp_config.fsdp_activation_checkpointing": True}

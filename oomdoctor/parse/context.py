@@ -1204,6 +1204,11 @@ KV_STATEMENT = lazy(
 )
 
 
+# The failing statement allocates DeepSpeed ZeRO's gradient bucket (stage_1_and_2.py's contiguous buckets for
+# reduction: "buf_0 = torch.empty(int(self.reduce_bucket_size), ...)", its ipg_buffer): reduce_bucket_size elements.
+ZERO_BUCKET_STATEMENT = lazy(r"\bself\.(?:reduce|allgather)_bucket_size\b|\bself\.ipg_buffer\b")
+
+
 # The failing statement or innermost frame computes attention scores (batch × heads × seq² of them).
 ATTENTION_STATEMENT = lazy(
     r"softmax(?:_backward_data)?\(|scaled_dot_product_attention|torch\.(?:bmm|matmul|baddbmm)\([^)]{0,80}(?:key|k)\b|@\s?(?:key|k)\.transpose"
@@ -1248,11 +1253,13 @@ def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line
 
 
 def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> Witness | None:
-    """What was running: a KV-cache allocation or attention scores (from the failing statement or the innermost
-    frame), host memory being page-locked (the innermost frame), else the innermost recognised frame's optimizer (its
+    """What was running: a KV-cache allocation, ZeRO's gradient bucket or attention scores (from the failing statement
+    or the innermost frame), host memory being page-locked (the innermost frame), else the innermost recognised frame's optimizer (its
     step or its state set-up) or backward."""
     if statement is not None and KV_STATEMENT.search(statement.text):
         return Witness("kv_cache", statement)
+    if statement is not None and ZERO_BUCKET_STATEMENT.search(statement.text):
+        return Witness("zero_bucket", statement)
     if statement is not None and ATTENTION_STATEMENT.search(statement.text):
         return Witness("attention", statement)
     if frames and ATTENTION_FUNCS.search(frames[-1][0].rsplit(".", 1)[-1]):

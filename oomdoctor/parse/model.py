@@ -39,7 +39,7 @@ class Value(Frozen):
     evidence: Evidence
 
 
-Operation = Literal["optimizer", "backward", "kv_cache", "attention", "pin_memory"]
+Operation = Literal["optimizer", "backward", "kv_cache", "attention", "pin_memory", "zero_bucket"]
 
 
 class OtherProcess(Frozen):

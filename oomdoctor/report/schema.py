@@ -69,8 +69,8 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
                  "training progress; `unknown` when the log does not say.",
         "message": "The OOM message as found: prefixes stripped, whitespace collapsed, at most 4000 characters.",
         "operation": "What the traceback shows running: `optimizer` (step or state set-up), `backward`, `kv_cache`, "
-                     "`attention` (the scores), `pin_memory` (page-locking host memory: the host's failure); null "
-                     "if not shown.",
+                     "`attention` (the scores), `pin_memory` (page-locking host memory: the host's failure), "
+                     "`zero_bucket` (DeepSpeed ZeRO's gradient bucket); null if not shown.",
         "era": "PyTorch message-format era the message matches (`pre-1.0`, `1.0-1.3`, `1.4-2.0`, `1.10-2.0`, `2.1`, "
                "`2.2-2.8`, `2.9-2.10`, `2.11+`); null when the message's form does not tell.",
         "torch_version": "The PyTorch version printed in the log; null if not printed.",
