@@ -13,6 +13,9 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1538-econ-infer-v100-pixie-bar-glued-bad-alloc.log": "step/phase: a bare tqdm bar at 0/1 (the per-subject "
+    "bar of 'python -m apps.infer', after 'Dataset Size: 1') is read as training step 0 rather than inference "
+    "(eval, no step)",
     "p1530-mimictalk-16gb-drv-secc-to-cuda-cut.log": "phase: the traceback runs through the app's infer_once_args, "
     "infer_once and forward_system (talking-head inference) but is not read as inference (eval)",
     "p1532-hallo-two-8gb-cards-windows-zero-free.log": "held-out, scored only: phase: the 'python inference.py "
