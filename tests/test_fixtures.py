@@ -13,6 +13,16 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1538-econ-infer-v100-pixie-bar-glued-bad-alloc.log": "step/phase: a bare tqdm bar at 0/1 (the per-subject "
+    "bar of 'python -m apps.infer', after 'Dataset Size: 1') is read as training step 0 rather than inference "
+    "(eval, no step)",
+    "p1530-mimictalk-16gb-drv-secc-to-cuda-cut.log": "phase: the traceback runs through the app's infer_once_args, "
+    "infer_once and forward_system (talking-head inference) but is not read as inference (eval)",
+    "p1532-hallo-two-8gb-cards-windows-zero-free.log": "held-out, scored only: phase: the 'python inference.py "
+    "--source_image ... --driving_audio ...' command right above the message is not read as inference (eval)",
+    "p1533-ipnet-test-v100-docker-wrapped-gpu-index-lost.log": "held-out, scored only: figures: a 1.4-2.0 message "
+    "wrapped after '(GPU' whose paste lost the index ('(GPU' + '15.78 GiB total capacity; ...') reads the total as "
+    "GPU 15 and loses the total, allocated, free ('235.19 MiBe;') and reserved figures",
     "p1486-craftreimpl-test-fre-typo-quoted.log": "figures: a retyped 1.0-1.3 message whose free clause reads "
     "'567.00 MiB fre;' loses both the free and the cached (reserved-but-unallocated) figures",
     "p1489-swintextspotter-train-8gb-cjk-quote-glued.log": "phase: the Chinese prose glued before the message "
