@@ -24,7 +24,8 @@ KNOWN_GAPS = {
     "wrapped after '(GPU' whose paste lost the index ('(GPU' + '15.78 GiB total capacity; ...') reads the total as "
     "GPU 15 and loses the total, allocated, free ('235.19 MiBe;') and reserved figures",
     "p1549-uniad-e2e-eval-1gpu-pickle-truncated-exitcode9.log": "phase: the 'uniad_dist_eval.sh' command and mmcv's test bar at 0/6019 above torchelastic's exitcode -9 line are not read as eval",
-    "p1547-sparsedrive-test-map-eval-workers-killed-title.log": "detect: the shell's Chinese-locale kill notice ('dist_test.sh: 第 13 行： 114146 已杀死 PYTHONPATH=...', full-width colons) glued after mmcv's '[ ] 0/3, elapsed: 0s, ETA:' bar is not found as a host_oom event",
+    "p1547-sparsedrive-test-map-eval-workers-killed-title.log": "phase: the shell's job notice names the killed "
+    "command (python3 .../test.py), after mmcv's test bar (0/3): not read as evaluation",
     "p1548-detr3d-dist-test-elastic-exitcode9-cut.log": "held-out, scored only: phase: the 'tools/dist_test.sh <config> <ckpt> 1 --eval=bbox' command line above torchelastic's exitcode -9 line is not read as eval",
     "p1546-cmt-spconv-tensorview-error-2-glued.log": "held-out, scored only: detect: spconv's tensorview 'RuntimeError: TensorStorage ... tensor.h 168' over 'cuda failed with error 2 out of memory.' is not found as an event",
     "p1545-transfuser-carla-agent-setup-6gb-cut.log": "phase: the CARLA leaderboard's '> Setting up the agent' banner and checkpoint loads, then 'Could not set up the required agent:' right above the message, are not read as init",

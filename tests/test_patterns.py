@@ -613,6 +613,10 @@ def test_the_shells_kill_notice_in_other_locales():
     assert (e.kind, e.line) == ("host_oom", 2)
     (e,) = parse_text("Processing training set: : 1444it [05:54,  1.38it/s]Getötet\n").events
     assert e.kind == "host_oom"
+    # the notice with the command it killed after the pid, as bash prints "N Killed  command"
+    (e,) = parse_text("[ ] 0/3, elapsed: 0s, ETA:./tools/dist_test.sh: 第 13 行： 114146 已杀死 PYTHONPATH=\"..\" "
+                      "python3 tools/test.py cfg.py ckpt.pth\n").events
+    assert e.kind == "host_oom"
     # the word inside a sentence is not the notice
     assert not parse_text("Der Prozess wurde nicht getötet, weiter mit Schritt 5\n").events
 

@@ -469,8 +469,10 @@ HOST_KILL = lazy(
     r"|The node was low on resource: memory\."  # kubelet's eviction of the pod
     r"|process has terminated: signal: killed\b"  # Go's exec error for a SIGKILLed child (Ollama's llama runner)
     # the shell's notice in a translated locale (glibc's strsignal(SIGKILL)), ending its line as "Killed" does:
-    # "run.sh: 行 30: 23195 已杀死", a bar followed by "Getötet"
+    # "run.sh: 行 30: 23195 已杀死", a bar followed by "Getötet"; or, as "N Killed  command", its pid then the command
+    # it ran ("./tools/dist_test.sh: 第 13 行： 114146 已杀死 PYTHONPATH=... python3 test.py ...")
     r"|(?:" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s*$"
+    r"|(?<!\d)\d{1,10} (?:" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s"
 )
 # Not kills: "Killed 3 stale workers", "SIGKILL" in a shutdown notice of a healthy run.
 HOST_KILL_NOT = lazy(r"Killed \d{1,20} |Sending process \d{1,20} closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
