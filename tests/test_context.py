@@ -1304,6 +1304,11 @@ def test_the_launch_commands_script_names_an_evaluation_or_a_sampling_run():
     assert e.phase == "unknown"
     (e,) = events("we ran it as user@box:~/repo and then python my_eval.py\n" + MSG)  # prose is no prompt
     assert e.phase == "unknown"
+    # a script run by its own path
+    (e,) = events("./tools/uniad_dist_eval.sh ./configs/base_e2e.py ./ckpts/base_e2e.pth 1\n" + MSG)
+    assert e.phase == "eval"
+    (e,) = events("./tools/dist_train.sh ./configs/base_e2e.py 8\n" + MSG)
+    assert e.phase == "unknown"
 
 
 def test_a_sampling_scripts_module_frame_is_generation():

@@ -23,7 +23,6 @@ KNOWN_GAPS = {
     "p1533-ipnet-test-v100-docker-wrapped-gpu-index-lost.log": "held-out, scored only: figures: a 1.4-2.0 message "
     "wrapped after '(GPU' whose paste lost the index ('(GPU' + '15.78 GiB total capacity; ...') reads the total as "
     "GPU 15 and loses the total, allocated, free ('235.19 MiBe;') and reserved figures",
-    "p1549-uniad-e2e-eval-1gpu-pickle-truncated-exitcode9.log": "phase: the 'uniad_dist_eval.sh' command and mmcv's test bar at 0/6019 above torchelastic's exitcode -9 line are not read as eval",
     "p1547-sparsedrive-test-map-eval-workers-killed-title.log": "phase: the shell's job notice names the killed "
     "command (python3 .../test.py), after mmcv's test bar (0/3): not read as evaluation",
     "p1548-detr3d-dist-test-elastic-exitcode9-cut.log": "held-out, scored only: phase: the 'tools/dist_test.sh <config> <ckpt> 1 --eval=bbox' command line above torchelastic's exitcode -9 line is not read as eval",

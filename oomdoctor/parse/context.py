@@ -1434,9 +1434,11 @@ LAUNCH = lazy(r"^\s{0,4}`?"  # (a code span's backtick may open it)
               # a shell's prompt: "$ ", "# ", "> ", or bash's own with its environment, "(env) user@host:~/repo$ "
               r"(?:(?:\([\w.-]{1,40}\)\s{1,2})?[\w.-]{1,40}@[\w.-]{1,60}:[^$#\s]{0,200}[$#]\s{1,2}|[$#>]\s{1,2})?"
               r"(?:[A-Z_]{1,40}=\S{1,80}\s{1,4}){0,4}"
-              # the interpreter or launcher, by name or by its path (~/miniforge3/envs/x/bin/python)
-              r"(?:[^\s'\"]{0,200}[/\\])?(?:python\d?(?:\.\d{1,2})?(?:\s{1,4}-u)?|bash|sh|torchrun|deepspeed|accelerate\s{1,4}launch)"
-              r"(?:\s{1,4}--?[\w-]{1,40}(?:[= ][\w.:/-]{1,80})?){0,6}\s{1,4}(?P<script>[\w./\\-]{1,200}\.(?:py|sh))\b")
+              # the interpreter or launcher, by name or by its path (~/miniforge3/envs/x/bin/python), then the script; or
+              # the script run by its own path ("./tools/dist_test.sh cfg.py ckpt.pth 8")
+              r"(?:(?:[^\s'\"]{0,200}[/\\])?(?:python\d?(?:\.\d{1,2})?(?:\s{1,4}-u)?|bash|sh|torchrun|deepspeed"
+              r"|accelerate\s{1,4}launch)(?:\s{1,4}--?[\w-]{1,40}(?:[= ][\w.:/-]{1,80})?){0,6}\s{1,4}"
+              r"(?P<script>[\w./\\-]{1,200}\.(?:py|sh))|(?P<script>\.{1,2}/[\w./-]{1,200}\.(?:py|sh)))\b")
 LAUNCH_PHASES = (
     # not "inference.py": a generative model's inference is generation, a classifier's is evaluation
     ("eval", lazy(r"(?:^|[/\\])(?:" + EVAL_SCRIPT + r")\.(?:py|sh)$")),
