@@ -580,8 +580,8 @@ def _inference_only(out: dict[str, Any]) -> None:
                or out["per_device_train_batch_size"] is not None or any(out[f"stack_{s}"] for s in TRAINING_STACKS))
     # a web UI (AUTOMATIC1111, Forge) or ComfyUI generates unless the log shows training (a Train tab, a trainer node's
     # steps)
-    serving = (out["phase"] in ("generate", "eval") or out["stack_vllm"] or out["stack_serving_engine"] or out["stack_webui"] or out["stack_comfyui"]
-               or out["kind"] == "kv_cache")
+    serving = (out["phase"] in ("generate", "eval") or out["stack_vllm"] or out["stack_serving_engine"]
+               or any(out[f"stack_{s}"] for s in GENERATING_APPS) or out["kind"] == "kv_cache")
     out["inference_only"] = False if trained else (True if serving else None)
     out["generating_app"] = out["inference_only"] is True and any(out[f"stack_{s}"] for s in GENERATING_APPS)
     world, tp = out["world_size"], out["tensor_parallel"]

@@ -1254,8 +1254,8 @@ def failing_statement(lines: Sequence[Line], idx: int, rank: int | None) -> Line
 
 def operation_from_frames(frames: Sequence[tuple[str, Line]], statement: Line | None = None) -> Witness | None:
     """What was running: a KV-cache allocation, ZeRO's gradient bucket or attention scores (from the failing statement
-    or the innermost frame), host memory being page-locked (the innermost frame), else the innermost recognised frame's optimizer (its
-    step or its state set-up) or backward."""
+    or the innermost frame), host memory being page-locked (the innermost frame), else the innermost recognised frame's
+    optimizer (its step or its state set-up) or backward."""
     if statement is not None and KV_STATEMENT.search(statement.text):
         return Witness("kv_cache", statement)
     if statement is not None and ZERO_BUCKET_STATEMENT.search(statement.text):

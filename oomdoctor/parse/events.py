@@ -72,6 +72,9 @@ _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a r
 # memory") is no label: every label of the message is followed by its figure
 # A tracing span's fields after a multi-line record, alone on its row: " rank=0" (Text Generation Inference's shards)
 _SPAN_RANK = lazy(r"^\s{0,2}rank=(?P<rank>\d{1,5})\s*$")
+# Another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not continued
+# by the next one. (A terminal may still have cut a logger's row right before one: unwrapping does not stop there.)
+_MESSAGE_HEAD = lazy(r"^\s*(?:CUDA|HIP|XPU) out of memory\. Tried to allocate ")
 # A sentence of a message that ended ("Tried to allocate 12.00 MiB.", "... might be incorrect."), then the next one
 # ("GPU 0 has ...", "For debugging consider ..."): a space goes between them, whether the line broke there or a
 # terminal cut the row and the copy trimmed the blank it was cut at. After a word, only a plain capitalised word starts
@@ -87,9 +90,6 @@ def _sentence_break(text: str, nxt: str) -> bool:
         return False
     tail = text[-24:]
     return bool(_FIGURE_SENTENCE_END.search(tail) or (_WORD_SENTENCE_END.search(tail) and _SENTENCE_START.match(nxt)))
-# Another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not continued
-# by the next one. (A terminal may still have cut a logger's row right before one: unwrapping does not stop there.)
-_MESSAGE_HEAD = lazy(r"^\s*(?:CUDA|HIP|XPU) out of memory\. Tried to allocate ")
 
 
 def _new_record(line: Line) -> bool:
