@@ -13,6 +13,9 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1581-lavt-swin-tiny-2080ti-bs8-quoted-launch-cmd.log": "phase: the backtick-quoted 'python -m torch.distributed.launch ... train.py ... --batch-size 8' command pasted right after the quoted message is not read as training",
+    "p1579-image-retrieval-inceptionv3-cub-angular-cached.log": "held-out, scored only: phase: the 'python main.py --model inceptionv3 --mode train ...' command line above the traceback tail is not read as training",
+    "p1577-zsrobust-clip-finetune-imagenet-bs1-16gb.log": "phase: the 'python finetuning.py --batch_size 1 ... --train_eps 1 --train_numsteps 2' command line above the message (CLIP fine-tuning) is not read as training",
     "p1538-econ-infer-v100-pixie-bar-glued-bad-alloc.log": "step/phase: a bare tqdm bar at 0/1 (the per-subject "
     "bar of 'python -m apps.infer', after 'Dataset Size: 1') is read as training step 0 rather than inference "
     "(eval, no step)",
