@@ -16,6 +16,14 @@ KNOWN_GAPS = {
     "p1581-lavt-swin-tiny-2080ti-bs8-quoted-launch-cmd.log": "phase: the backtick-quoted 'python -m torch.distributed.launch ... train.py ... --batch-size 8' command pasted right after the quoted message is not read as training",
     "p1579-image-retrieval-inceptionv3-cub-angular-cached.log": "held-out, scored only: phase: the 'python main.py --model inceptionv3 --mode train ...' command line above the traceback tail is not read as training",
     "p1577-zsrobust-clip-finetune-imagenet-bs1-16gb.log": "phase: the 'python finetuning.py --batch_size 1 ... --train_eps 1 --train_numsteps 2' command line above the message (CLIP fine-tuning) is not read as training",
+    "p1593-deeplab-resnet-voc-itersize10-thcudacheck-iter2.log": "step/phase: Python 2's tuple prints "
+    "\"('iter = ', 2, 'of', 20000, 'completed, loss = ', ...)\" before a pre-1.0 THCudaCheck are not read as "
+    "training iteration 2 (the traceback's out = model(images) in train.py names no phase either)",
+    "p1594-segaware-test-res-voc-1449-iters-syncedmem.log": "phase: caffe test's 'caffe.cpp:252] Running for 1449 "
+    "iterations.' banner right above the fatal syncedmem line is not read as evaluation",
+    "p1596-torchhub-deeplabv3-resnet50-24gb-colons-retyped.log": "figures: a retyped 1.x-2.0 message with colons "
+    "after the GPU index and the total ('(GPU 0: 21.99 GiB total capacity: 21.38 GiB already allocated; 21.42 "
+    "GiB reserved ...') keeps only the request and GPU index, losing total, allocated and reserved",
     "p1538-econ-infer-v100-pixie-bar-glued-bad-alloc.log": "step/phase: a bare tqdm bar at 0/1 (the per-subject "
     "bar of 'python -m apps.infer', after 'Dataset Size: 1') is read as training step 0 rather than inference "
     "(eval, no step)",
