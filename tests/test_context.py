@@ -2102,6 +2102,8 @@ def test_caffe_s_solver_start_is_training_and_a_tensorrt_engine_build_is_set_up(
     caffe = "F0930 23:28:34.930538  3746 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory\n"
     assert one(solver + caffe).phase == "train"
     assert one("Solving environment: done\n" + caffe).phase == "unknown"  # conda resolving packages is not a solver
+    test = "I0911 12:46:39.811416 18216 caffe.cpp:252] Running for 1449 iterations.\n"  # `caffe test`
+    assert one(test + caffe).phase == "eval"
     trt = "[09/29/2022-16:59:38] [E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)\n"
     assert one("start building engine\n" + trt).phase == "init"
 

@@ -19,8 +19,6 @@ KNOWN_GAPS = {
     "p1593-deeplab-resnet-voc-itersize10-thcudacheck-iter2.log": "step/phase: Python 2's tuple prints "
     "\"('iter = ', 2, 'of', 20000, 'completed, loss = ', ...)\" before a pre-1.0 THCudaCheck are not read as "
     "training iteration 2 (the traceback's out = model(images) in train.py names no phase either)",
-    "p1594-segaware-test-res-voc-1449-iters-syncedmem.log": "phase: caffe test's 'caffe.cpp:252] Running for 1449 "
-    "iterations.' banner right above the fatal syncedmem line is not read as evaluation",
     "p1596-torchhub-deeplabv3-resnet50-24gb-colons-retyped.log": "figures: a retyped 1.x-2.0 message with colons "
     "after the GPU index and the total ('(GPU 0: 21.99 GiB total capacity: 21.38 GiB already allocated; 21.42 "
     "GiB reserved ...') keeps only the request and GPU index, losing total, allocated and reserved",

@@ -115,6 +115,7 @@ EVAL_BANNER = lazy(
     # a prediction script walking its inputs ("Predicting file 1/1", nnU-Net's "Inference using model ...")
     r"|^Predicting (?:file|image|case|volume|sample|patient|subject)s? \d{1,9}/\d{1,9}\b"
     r"|^(?:Running )?[Ii]nference (?:using|with) (?:the )?(?:model|checkpoint|weights)\b"
+    r"|^Running for \d{1,9} iterations\.\s*$"  # Caffe's test tool (caffe.cpp's test()), as "Solving <net>" is its training
     # mmengine's validation or test loop still running ("Epoch(val) [1][5/8]", "Iter(test) [ 50/100]"); at its total
     # ("Epoch(val) [1][8/8]  accuracy: ...") or without one (mmcv's "Epoch(val) [1][20]") it has finished
     r"|\b(?:Epoch|Iter)\((?:val|test)\)\s{0,4}(?:\[\d{1,20}\]\s{0,4})?\[\s{0,9}(?P<mmv>\d{1,20})/(?!(?P=mmv)\])\d{1,20}\]"
