@@ -774,6 +774,10 @@ def test_a_librarys_own_device_allocation_is_marked_as_not_pytorchs():
     pytorch = parse_text("RuntimeError: CUDA error: out of memory\n").events[0]
     assert (ctranslate2.kind, ctranslate2.detail.get("own_allocator")) == ("cuda_error", True)
     assert ggml.detail.get("own_allocator") is True and "own_allocator" not in pytorch.detail
+    # a glog CHECK on a CUDA call: Caffe's and MXNet's own allocators
+    caffe = parse_text("F0911 12:46:40.284883 18216 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out "
+                       "of memory\n").events[0]
+    assert (caffe.kind, caffe.detail.get("own_allocator")) == ("cuda_error", True)
 
 
 def test_metals_command_buffer_abort_is_found_with_its_code_cut_off():

@@ -168,10 +168,6 @@ CUDA_ERROR_STRICT = lazy(
     r"|GPUassert: out of memory"  # the gpuAssert macro many CUDA extensions copy: "GPUassert: %s %s %d" (error, file, line)
     # a C++ check macro that names the place, then prints cudaGetErrorString and the failing call on the next line:
     # "CUDA Runtime Error at: src/data_struct_cuda.cu:83" / "out of memory cudaMalloc(&d_x, n * sizeof(float))"
-    # Caffe's glog CHECK_EQ ("... == cudaSuccess (2 vs. 0)  out of memory"), MXNet's mshadow CHECK, with its "CUDA: "
-    # ("Check failed: e == cudaSuccess CUDA: out of memory"; MXNet 1.x: "... (2 vs. 0) : CUDA: out of memory")
-    # (GraphVite's CudaCheck: "Check failed: error == cudaSuccess CUDA error out of memory at .../memory.h:131")
-    r"|Check failed: \w{1,40} == cudaSuccess(?: \(\d{1,3} vs\. 0\))?\s{0,4}(?::\s{1,4})?(?:CUDA: |CUDA error )?out of memory"
     r"|CUDA (?:Runtime )?Error at:? \S{1,300}:\d{1,9}[ \t]{0,4}(?:\r?\n)?[ \t]{0,8}out of memory\b"
     r"|\bError out of memory at line \d{1,9} in file \S{1,300}"  # bitsandbytes' CUDA_CHECK_RETURN (paged optimizers)
     r"|(?:Cuda|CUDA) error\(2\), out of memory"  # PaddlePaddle 2.x's ExternalError
@@ -186,6 +182,12 @@ CUDA_ERROR_STRICT = lazy(
     # cudaFuncSetAttribute(kernel_entry, cudaFuncAttributeMaxDynamicSharedMemorySize, ...): out of memory")
     r"|\bcuda[A-Z]\w{2,40}\([^\n]{0,400}?\): out of memory"
 )
+# A glog CHECK on a CUDA call in a framework that allocates device memory itself (never PyTorch's caching allocator):
+# Caffe's CHECK_EQ ("... == cudaSuccess (2 vs. 0)  out of memory"), MXNet's mshadow CHECK, with its "CUDA: "
+# ("Check failed: e == cudaSuccess CUDA: out of memory"; MXNet 1.x: "... (2 vs. 0) : CUDA: out of memory"),
+# GraphVite's CudaCheck ("Check failed: error == cudaSuccess CUDA error out of memory at .../memory.h:131").
+GLOG_CUDA_CHECK = lazy(r"Check failed: \w{1,40} == cudaSuccess(?: \(\d{1,3} vs\. 0\))?\s{0,4}(?::\s{1,4})?"
+                       r"(?:CUDA: |CUDA error )?out of memory")
 # ggml's CUDA check names the device on the line after the error: "CUDA error 2 at .../ggml-cuda.cu:5509: out of
 # memory" then "current device: 0" (2023); later "CUDA error: out of memory" then "  current device: 0, in function ..."
 CURRENT_DEVICE = lazy(r"^\s{0,8}current device: (?P<gpu>\d{1,4})\b")

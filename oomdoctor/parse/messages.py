@@ -331,6 +331,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     # PhysX repeats its refusal for each retry of the same buffer: one failure
     MessageFormat("PHYSX_DEVICE", ("PxgCudaDeviceMemoryAllocator fail to allocate memory",), P.PHYSX_DEVICE, "cuda_error",
                   _requested_only, same_failure=True, single_line=True, own_allocator=True),
+    MessageFormat("GLOG_CUDA_CHECK", ("== cudaSuccess",), P.GLOG_CUDA_CHECK, "cuda_error", recognise_only=True,
+                  own_allocator=True),
     MessageFormat("CUDA_ERROR", (*_OOM_WORDS, "cudaErrorMemoryAllocation"), P.CUDA_ERROR_STRICT, "cuda_error",
                   recognise_only=True),
     MessageFormat("CUDA_FAILURE", ("CUDA failure 2",), P.CUDA_FAILURE, "cuda_error",
