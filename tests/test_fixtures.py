@@ -13,6 +13,9 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1609-gpt2simple-355m-colab-session-run-failed-to-allocate.log": "detect: TF1's bare 'ResourceExhaustedError: "
+    "failed to allocate memory' (Colab's collapsed session traceback, the node line and the hint after it) is not "
+    "read as an OOM event",
     "p1538-econ-infer-v100-pixie-bar-glued-bad-alloc.log": "step/phase: a bare tqdm bar at 0/1 (the per-subject "
     "bar of 'python -m apps.infer', after 'Dataset Size: 1') is read as training step 0 rather than inference "
     "(eval, no step)",
