@@ -13,6 +13,9 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1614-lstm-char-cnn-tf07-executor-compute-status-450k-vocab.log": "gpu_index: the refusal is repeated by TF 0.7's "
+    "'W .../executor.cc] ... Compute status: Resource exhausted' line whose node runs on '/job:localhost/replica:0/task:0/gpu:0' "
+    "(the old device spelling), but the event keeps no GPU index",
     "p1613-char-rnn-train-lua-caddtable-rmsprop-thcudacheck-smi-cut.log": "held-out, scored only: phase: the Lua "
     "stack traceback through train.lua's opfunc under optim's rmsprop is not read as training",
     "p1611-connorjl-gpt2-sample-sequence-past-concat-monitored-session.log": "held-out, scored only: phase: the "
