@@ -22,6 +22,16 @@ KNOWN_GAPS = {
     "p1596-torchhub-deeplabv3-resnet50-24gb-colons-retyped.log": "figures: a retyped 1.x-2.0 message with colons "
     "after the GPU index and the total ('(GPU 0: 21.99 GiB total capacity: 21.38 GiB already allocated; 21.42 "
     "GiB reserved ...') keeps only the request and GPU index, losing total, allocated and reserved",
+    "p1614-lstm-char-cnn-tf07-executor-compute-status-450k-vocab.log": "gpu_index: the refusal is repeated by TF 0.7's "
+    "'W .../executor.cc] ... Compute status: Resource exhausted' line whose node runs on '/job:localhost/replica:0/task:0/gpu:0' "
+    "(the old device spelling), but the event keeps no GPU index",
+    "p1613-char-rnn-train-lua-caddtable-rmsprop-thcudacheck-smi-cut.log": "held-out, scored only: phase: the Lua "
+    "stack traceback through train.lua's opfunc under optim's rmsprop is not read as training",
+    "p1611-connorjl-gpt2-sample-sequence-past-concat-monitored-session.log": "held-out, scored only: phase: the "
+    "failing node 'sample_sequence/while/concat (defined at .../sample.py:61)' is not read as generation",
+    "p1609-gpt2simple-355m-colab-session-run-failed-to-allocate.log": "detect: TF1's bare 'ResourceExhaustedError: "
+    "failed to allocate memory' (Colab's collapsed session traceback, the node line and the hint after it) is not "
+    "read as an OOM event",
     "p1538-econ-infer-v100-pixie-bar-glued-bad-alloc.log": "step/phase: a bare tqdm bar at 0/1 (the per-subject "
     "bar of 'python -m apps.infer', after 'Dataset Size: 1') is read as training step 0 rather than inference "
     "(eval, no step)",
