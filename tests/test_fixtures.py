@@ -29,9 +29,6 @@ KNOWN_GAPS = {
     "stack traceback through train.lua's opfunc under optim's rmsprop is not read as training",
     "p1611-connorjl-gpt2-sample-sequence-past-concat-monitored-session.log": "held-out, scored only: phase: the "
     "failing node 'sample_sequence/while/concat (defined at .../sample.py:61)' is not read as generation",
-    "p1609-gpt2simple-355m-colab-session-run-failed-to-allocate.log": "detect: TF1's bare 'ResourceExhaustedError: "
-    "failed to allocate memory' (Colab's collapsed session traceback, the node line and the hint after it) is not "
-    "read as an OOM event",
     "p1538-econ-infer-v100-pixie-bar-glued-bad-alloc.log": "step/phase: a bare tqdm bar at 0/1 (the per-subject "
     "bar of 'python -m apps.infer', after 'Dataset Size: 1') is read as training step 0 rather than inference "
     "(eval, no step)",

@@ -68,6 +68,8 @@ EXAMPLES = [
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node __wrapped__Mul_device_/job:"
      "localhost/replica:0/task:0/device:GPU:0}} failed to allocate memory [Op:Mul]", "tf_oom", None,
      {"gpu_index": 0, "requested_bytes": None}),  # TF 2 eager ops: the op, no size
+    ("ResourceExhaustedError: failed to allocate memory", "tf_oom", None,
+     {"gpu_index": None, "requested_bytes": None}),  # TF 1.15 graph mode (a Colab session.run): no op, size or device
     ("W tensorflow/core/framework/op_kernel.cc:1158] Resource exhausted: OOM when allocating tensor with "
      "shape[1,1,100000,512]", "tf_oom", None, {"requested_bytes": None}),  # TF 1.x: the shape without its type
     ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
@@ -605,6 +607,12 @@ def test_tensorflow_2_eager_op_that_failed_to_allocate():
     assert (e.kind, e.line, e.gpu_index, e.requested_bytes) == ("tf_oom", 2, 1, None)
     # a host-side tensor that failed elsewhere with the same words, and no function node: not this message
     assert not parse_text("WARNING: failed to allocate memory for the image cache, retrying\n").events
+    # a graph-mode session's: the class, the words, then the node and the hint on their own lines
+    graph = ("ResourceExhaustedError: failed to allocate memory\n\t [[{{node model/h18/ln_2/add_1}}]]\n"
+             "Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom\n")
+    (e,) = parse_text(graph).events
+    assert (e.kind, e.line) == ("tf_oom", 1)
+    assert not parse_text("ResourceExhaustedError: failed to allocate memory for the host staging buffer\n").events
 
 
 def test_the_shells_kill_notice_in_other_locales():

@@ -416,6 +416,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("TF_OOM", ("OOM when allocating",), P.TF_OOM, "tf_oom", _tf_oom, veto=P.TF_NOT_A_FAILURE, bare=True),
     MessageFormat("TF_EAGER_ALLOC", ("failed to allocate memory",), P.TF_EAGER_ALLOC, "tf_oom",
                   lambda m: {"gpu_index": int(m["gpu"])}, also=("ResourceExhaustedError",), veto=P.TF_NOT_A_FAILURE),
+    MessageFormat("TF_GRAPH_ALLOC", ("failed to allocate memory",), P.TF_GRAPH_ALLOC, "tf_oom",
+                  also=("ResourceExhaustedError",), veto=P.TF_NOT_A_FAILURE),
     MessageFormat("KV_CACHE", ("KV cache", "cache blocks"), P.KV_CACHE, "kv_cache", _kv_cache, veto=P.TF_NOT_A_FAILURE),
     MessageFormat("SGLANG_KV", ("Not enough memory",), P.SGLANG_KV, "kv_cache",
                   lambda m: {"detail": {"engine": "sglang"}}, says="kv_pool_no_room"),
