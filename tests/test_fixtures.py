@@ -14,7 +14,6 @@ from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
     "p1621-cellbender-epoch009-poisson-lgamma-glued.log": "phase: CellBender's 'cellbender:remove-background: [epoch 009]  average training loss: ...' line right above the traceback tail is not read as training",
-    "p1622-rapidssinglecell-reticulate-82gib-densify-cut.log": "RMM's cuda_memory_resource form with the size, 'std::bad_alloc: out_of_memory: CUDA error (failed to allocate 88577278284 bytes) at:', is read as the pool's cuda_oom (not cuda_error, as its form without the size is) and its refused bytes are not taken as the request",
     "p1581-lavt-swin-tiny-2080ti-bs8-quoted-launch-cmd.log": "phase: the backtick-quoted 'python -m torch.distributed.launch ... train.py ... --batch-size 8' command pasted right after the quoted message is not read as training",
     "p1579-image-retrieval-inceptionv3-cub-angular-cached.log": "held-out, scored only: phase: the 'python main.py --model inceptionv3 --mode train ...' command line above the traceback tail is not read as training",
     "p1577-zsrobust-clip-finetune-imagenet-bs1-16gb.log": "phase: the 'python finetuning.py --batch_size 1 ... --train_eps 1 --train_numsteps 2' command line above the message (CLIP fine-tuning) is not read as training",

@@ -70,6 +70,8 @@ EXAMPLES = [
      {"gpu_index": 0, "requested_bytes": None}),  # TF 2 eager ops: the op, no size
     ("ResourceExhaustedError: failed to allocate memory", "tf_oom", None,
      {"gpu_index": None, "requested_bytes": None}),  # TF 1.15 graph mode (a Colab session.run): no op, size or device
+    ("MemoryError: std::bad_alloc: out_of_memory: CUDA error (failed to allocate 88577278284 bytes) at: /opt/rmm/"
+     "cuda_memory_resource.hpp", "cuda_error", None, {"requested_bytes": 88577278284}),  # RMM without a pool
     ("W tensorflow/core/framework/op_kernel.cc:1158] Resource exhausted: OOM when allocating tensor with "
      "shape[1,1,100000,512]", "tf_oom", None, {"requested_bytes": None}),  # TF 1.x: the shape without its type
     ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "

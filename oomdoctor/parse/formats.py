@@ -218,6 +218,9 @@ PADDLE_GPU_INFO = lazy(r"allocating <= available(?: failed, |, but received allo
 MXNET_CPU = lazy(r"Failed to allocate CPU Memory")
 # RAPIDS Memory Manager's pool at its cap: "MemoryError: std::bad_alloc: out_of_memory: RMM failure at:.../
 # pool_memory_resource.hpp:196: Maximum pool size exceeded" (device memory, whatever the C++ exception's name says).
+# ... and its cuda_memory_resource (cudaMalloc itself refused, no pool): "MemoryError: std::bad_alloc: out_of_memory: CUDA
+# error (failed to allocate 88577278284 bytes) at: .../cuda_memory_resource.hpp", with the size it asked for.
+RMM_CUDA_ALLOC = lazy(r"out_of_memory: CUDA error \(failed to allocate (?P<requested>\d{1,20}) bytes\)")
 RMM_POOL = lazy(r"RMM failure at: ?\S{1,300}: Maximum pool size exceeded|std::bad_alloc: out_of_memory\b")
 # Thrust's bad_alloc carries the CUDA error string: "instance of 'thrust::system::detail::bad_alloc'" / "what():
 # std::bad_alloc: out of memory" (a device allocation, not the host's operator new; that what() alone is no proof).

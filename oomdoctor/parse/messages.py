@@ -439,6 +439,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
         "requested_bytes": int(m["requested"]) if m["requested"] else to_bytes(m["gb"], "GiB")}, veto=P.TF_NOT_A_FAILURE,
         says="alloc_failed"),
     MessageFormat("NUMPY_ALLOC", ("Unable to allocate",), P.NUMPY_ALLOC, "host_oom", _numpy_alloc, says="alloc_failed"),
+    MessageFormat("RMM_CUDA_ALLOC", ("CUDA error (failed to allocate",), P.RMM_CUDA_ALLOC, "cuda_error",
+                  _requested_only, own_allocator=True),
     MessageFormat("RMM_POOL", ("Maximum pool size exceeded", "out_of_memory"), P.RMM_POOL, "cuda_oom",
                   recognise_only=True, own_allocator=True),
     MessageFormat("THRUST_BAD_ALLOC", ("bad_alloc",), P.THRUST_BAD_ALLOC, "cuda_error", recognise_only=True,
