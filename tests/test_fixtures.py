@@ -23,9 +23,6 @@ KNOWN_GAPS = {
     "p1596-torchhub-deeplabv3-resnet50-24gb-colons-retyped.log": "figures: a retyped 1.x-2.0 message with colons "
     "after the GPU index and the total ('(GPU 0: 21.99 GiB total capacity: 21.38 GiB already allocated; 21.42 "
     "GiB reserved ...') keeps only the request and GPU index, losing total, allocated and reserved",
-    "p1614-lstm-char-cnn-tf07-executor-compute-status-450k-vocab.log": "gpu_index: the refusal is repeated by TF 0.7's "
-    "'W .../executor.cc] ... Compute status: Resource exhausted' line whose node runs on '/job:localhost/replica:0/task:0/gpu:0' "
-    "(the old device spelling), but the event keeps no GPU index",
     "p1613-char-rnn-train-lua-caddtable-rmsprop-thcudacheck-smi-cut.log": "held-out, scored only: phase: the Lua "
     "stack traceback through train.lua's opfunc under optim's rmsprop is not read as training",
     "p1611-connorjl-gpt2-sample-sequence-past-concat-monitored-session.log": "held-out, scored only: phase: the "

@@ -617,6 +617,17 @@ def test_tensorflow_2_eager_op_that_failed_to_allocate():
     assert not parse_text("ResourceExhaustedError: failed to allocate memory for the host staging buffer\n").events
 
 
+
+def test_tensorflow_0_x_names_the_gpu_in_its_failing_nodes_device_attribute():
+    log = ("W tensorflow/core/common_runtime/executor.cc:1102] 0x8bcfce0 Compute status: Resource exhausted: OOM when "
+           "allocating tensor with shape[50,450537]\n"
+           '     [[Node: LSTM/Linear_34/MatMul = MatMul[T=DT_FLOAT, _device="/job:localhost/replica:0/task:0/gpu:1"](a, b)]]\n')
+    (e,) = parse_text(log).events
+    assert (e.kind, e.gpu_index) == ("tf_oom", 1)
+    (e,) = parse_text(log.replace("/gpu:1", "/cpu:0")).events
+    assert e.gpu_index is None
+
+
 def test_the_shells_kill_notice_in_other_locales():
     # glibc translates strsignal(SIGKILL): the job notice and a notice glued to a progress bar, as "Killed" is read
     (e,) = parse_text("Load pretraining parameters.\nscript/run.sh: 行 30: 23195 已杀死\n").events

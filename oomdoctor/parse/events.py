@@ -770,6 +770,8 @@ class _EventReader:
         if hit.kind == "cuda_error" and f.get("gpu_index") is None and hit.idx + 1 < len(lines) and (
                 dm := P.CURRENT_DEVICE.match(lines[hit.idx + 1].text)):
             f["gpu_index"] = int(dm["gpu"])  # ggml's check names the device on the line after its error
+        if hit.kind == "tf_oom" and f.get("gpu_index") is None:
+            f["gpu_index"] = _tf_node_device(lines, hit.end, rank)
         fatal = detail.pop("fatal", True)
         row = self._row_of(hit)
         return OOMEvent(
@@ -957,6 +959,18 @@ def _block_rank(lines: Sequence[Line], idx: int, end: int) -> int | None:
         m = P.ROOT_RANK.match(ln.text)
         if m:
             return int(m["rank"])
+    return None
+
+
+TF_NODE_LINES = 2  # TensorFlow prints the failing node on the line right after its message
+
+
+def _tf_node_device(lines: Sequence[Line], end: int, rank: int | None) -> int | None:
+    """The GPU a TensorFlow message's failing node was placed on, from the node line printed after it: TF 1.x before
+    1.4 wrote its device attribute ('[[Node: ... _device="/job:localhost/replica:0/task:0/gpu:0"](...)]]')."""
+    for ln in lines[end + 1 : end + 1 + TF_NODE_LINES]:
+        if ln.rank == rank and "_device=" in ln.text and (m := P.TF_NODE_DEVICE.search(ln.text)):
+            return int(m["gpu"])
     return None
 
 

@@ -156,6 +156,8 @@ TF_NOT_A_FAILURE = lazy(r"\s?".join(map(regex.escape, _NOT_A_FAILURE)))
 # task:0/device:GPU:0}} failed to allocate memory [Op:Mul]" - the op and the device, no size.
 TF_EAGER_ALLOC = lazy(r"ResourceExhaustedError: \{\{function_node [^}\n]{0,300}?device:GPU:(?P<gpu>\d{1,6})\}\} "
                       r"failed to allocate memory(?: \[Op:(?P<op>\w{1,80})\])?")
+# The device attribute of the failing node TF 1.x (before 1.4) printed after its message: _device=".../gpu:0".
+TF_NODE_DEVICE = lazy(r'_device="[^"\n]{0,200}?(?:gpu|GPU):(?P<gpu>\d{1,4})"')
 # ... and a graph-mode session's (TF 1.15, Colab): "ResourceExhaustedError: failed to allocate memory" then the node,
 # "[[{{node model/h18/ln_2/add_1}}]]", and the report_tensor_allocations_upon_oom hint; no size, no device
 TF_GRAPH_ALLOC = lazy(r"ResourceExhaustedError:\s{1,4}failed to allocate memory(?![ \t]{0,2}[\w(])")  # its whole message
