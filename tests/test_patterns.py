@@ -569,6 +569,11 @@ def test_the_bare_first_sentence_needs_its_exception_and_the_end_of_the_line():
     from oomdoctor.parse import parse_text
 
     assert [e.kind for e in parse_text("RuntimeError: CUDA out of memory.\n").events] == ["cuda_oom"]
+    # cut anywhere inside its request's words (a paste that stopped mid-word), or inside the size
+    for cut in ("Tri", "Tried to alloc", "Tried to allocate 214.00"):
+        (e,) = parse_text(f"torch.cuda.OutOfMemoryError: CUDA out of memory. {cut}\n").events
+        assert (e.kind, e.requested_bytes) == ("cuda_oom", None)
+    assert not parse_text("torch.cuda.OutOfMemoryError: CUDA out of memory. Trying again\n").events
 
 
 def test_a_bare_python_memory_error_closing_its_traceback_is_a_host_oom():

@@ -104,13 +104,24 @@ CACHING_2_1_HEADLESS = lazy(
     r"(?<=^[\s.…>]{0,8})Tried to allocate (?P<requested>" + SIZE + r")\. GPU ?(?P<gpu>\d{1,6})(?!\d) "
     + _FIGURES_2_1_CUT
 )
+
+
+def _cut_anywhere(words: str) -> str:
+    """A pattern for any non-empty beginning of `words`, as a paste may cut them ("Tried to alloc", "Tri")."""
+    pattern = ""
+    for ch in reversed(words[1:]):
+        pattern = f"(?:{regex.escape(ch)}{pattern})?"
+    return regex.escape(words[0]) + pattern
+
+
 # The first sentence alone, with the exception that raised it ("torch.cuda.OutOfMemoryError: CUDA out of
 # memory." - a paste or a notebook cut after it, or with the figures cut out before the message's closing pointer to
 # the documentation): no figures, but the exception names an allocator failure.
 CACHING_BARE = lazy(r"(?:OutOfMemoryError|RuntimeError): " + _DEV + r" out of memory\.?[ \t]{0,40}"
                     r"(?:See documentation for Memory Management[^\n]{0,120}"
-                    # or cut inside its request, before the size's unit: "Tried to allocate 214.00"
-                    r"|Tried(?: to(?: allocate(?: \d{1,20}(?:\.\d{0,20})?)?)?)?[ \t]{0,40})?(?:\n|$)")
+                    # or cut inside its request, anywhere before the size's unit: "Tried to alloc", "Tried to
+                    # allocate 214.00"
+                    r"|(?:" + _cut_anywhere("Tried to allocate") + r")(?: \d{1,20}(?:\.\d{0,20})?)?[ \t]{0,40})?(?:\n|$)")
 # PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI's --cuda-malloc),
 # one figure per line: "Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     :
 # 9.43 GiB\nRequested               : 640.00 MiB\nDevice limit            : 11.59 GiB\nFree (according to CUDA):
