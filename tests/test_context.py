@@ -2260,3 +2260,14 @@ def test_zeros_gradient_bucket_allocation_is_its_own_operation():
                   + "RuntimeError: CUDA out of memory. Tried to allocate 954.00 MiB (GPU 0; 31.75 GiB total capacity; "
                   "29.99 GiB already allocated; 445.94 MiB free; 30.27 GiB reserved in total by PyTorch)\n")
     assert e.operation == "backward"
+
+
+def test_the_function_a_loguru_error_record_names_is_where_the_error_was_caught():
+    record = ("2025-05-03 13:40:54.819 | ERROR    | lmms_eval.models.qwen2_5_omni:generate_until:302 - Error CUDA out of "
+              "memory. Tried to allocate 334.76 GiB. GPU 0 has a total capacity of 44.42 GiB of which 27.48 GiB is free.\n")
+    (e,) = events(record)
+    assert e.phase == "generate"
+    (e,) = events(record.replace("generate_until", "run_job"))  # a function that names no phase
+    assert e.phase == "unknown"
+    (e,) = events(record.replace("| ERROR    |", "| INFO     |"))  # only an error record is the catch site
+    assert e.phase == "unknown"

@@ -14,7 +14,6 @@ from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
     "p1621-cellbender-epoch009-poisson-lgamma-glued.log": "phase: CellBender's 'cellbender:remove-background: [epoch 009]  average training loss: ...' line right above the traceback tail is not read as training",
-    "p1636-lmmseval-qwen25omni-video-bench-334gib-loguru.log": "phase: lmms-eval's loguru ERROR line from the model wrapper's generate_until, with the message caught between 'Error ' and ' in generating', is not read as generation",
     "p1635-minigpt4video-llama2-a4000-init-finished-cut.log": "phase: the finished shard-loading bar is read as "
     "set-up although MiniGPT4-Video then prints 'Loading LLAMA Done' and 'Initialization Finished' (generation expected)",
     "p1581-lavt-swin-tiny-2080ti-bs8-quoted-launch-cmd.log": "phase: the backtick-quoted 'python -m torch.distributed.launch ... train.py ... --batch-size 8' command pasted right after the quoted message is not read as training",
@@ -485,8 +484,6 @@ KNOWN_GAPS = {
     "main into the encoder's forward, after an argparse Namespace with batch_size/num_epochs, is not read as train",
     "p1305-samurai-demo-1080p-init-state-killed.log": "held-out, scored only: phase: SAMURAI's "
     "printed \"init state\" before a bare Killed is not read as init",
-    "p1398-physical-ai-studio-act-xpu-b570-loguru-ur-oom.log": "held-out, scored only: phase: loguru's ERROR row "
-    "from workers.training_worker:_train_model ('Training failed: ...') and Lightning's trainer frame are not read as train",
     "p1417-audioseparation-comfy-mdx-relayed-allocation-cut.log": "held-out, scored only: line/step/phase: the node's "
     "'[AudioSeparation ERROR] ... Allocation on device' relay is not taken as the message's first line (ComfyUI's "
     "'!!! Exception' line is), and the separator's 0/1 chunk bar is read as training step 0",

@@ -1473,6 +1473,22 @@ INPUT_GRADIENT_FILE = lazy(r"[/\\](?:pytorch_grad_cam|captum|torchattacks|advert
 INPUT_GRADIENT_FUNCS = frozenset({"fgsm", "fgsm_attack", "pgd", "pgd_attack", "bim", "deepfool", "cw_attack",
                                   "perturb", "attack", "grad_cam", "gradcam", "saliency", "integrated_gradients",
                                   "attribute"})
+# loguru's record header names the function that logged it ("2025-05-03 13:40:54.819 | ERROR    | lmms_eval.models.
+# qwen2_5_omni:generate_until:302 - Error CUDA out of memory ..."): where the error was caught.
+LOGURU_SITE = lazy(r"\|\s{0,4}(?:ERROR|CRITICAL|WARNING|EXCEPTION)\s{0,8}\|\s{0,4}[\w.<>]{1,200}:(?P<func>[\w<>]{1,120}):\d{1,6}"
+                   r"\s{1,4}-\s")
+
+
+def logged_from(line: Line) -> tuple[str, Line] | None:
+    """(the function, the line) a loguru error record names as the one that logged it, from the header normalising took
+    off the message's line; None when the line has no such header."""
+    cut = len(line.raw) - len(line.text)
+    if cut <= 0 or "|" not in line.raw[:cut]:
+        return None
+    m = LOGURU_SITE.search(line.raw, 0, cut)
+    return (m["func"], line) if m and m["func"] != "<module>" else None
+
+
 def phase_from_frames(frames: Sequence[tuple[str, Line]]) -> Witness | None:
     """The phase the traceback frames name: the innermost save/eval/generate frame when there is one, else the
     innermost of train and init (a module's .to() inside train() is still model set-up). Optimizer internals

@@ -714,6 +714,8 @@ class _EventReader:
             frames = ctx.frames_after_ide_banner(lines, hit.idx, hit.end, rank)
         if not frames and rank is not None:  # another rank's traceback right after this rank's message
             frames = ctx.frames_of_next_rank(lines, hit.end, rank)
+        if (site := ctx.logged_from(lines[hit.idx])) is not None:
+            frames = [site, *frames]  # the function that logged the error caught it: the outermost frame
         op = ctx.operation_from_frames(frames, ctx.failing_statement(lines, hit.idx, rank))
         if op is None and (kv := ctx.kv_cache_named_after(lines, hit.end, rank)) is not None:
             op = ctx.Witness("kv_cache", kv)
