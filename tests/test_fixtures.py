@@ -18,6 +18,9 @@ KNOWN_GAPS = {
     "p1653-tsa-imagenet-source-memory-bank-glued.log": "detect: 'RuntimeError: CUDA out of memory.' glued after a colon inside a prose line and followed by more prose is not detected",
     "p1655-clan-gta2cityscapes-loss-calc-cuda-error.log": "phase: the 'python  CLAN_train.py ...' command and a traceback through CLAN_train.py's main and loss_calc above a bare 'CUDA error: out of memory' are not read as training",
     "p1656-adaptsegnet-gta2cityscapes-multi-1070-thcstorage.log": "held-out, scored only: phase: a pre-1.0 THCudaCheck whose traceback runs through train_gta2cityscapes_multi.py's main and loss_calc is not read as training",
+    "p1680-showui-flask-concurrent-requests-two-glued.log": "detect/phase: a second message glued after the first on the same line (both behind an app's 'An error occurred during inference: ' prefix) is not detected, and the prefix is not read as generation",
+    "p1681-cogcom-sat-cli-demo-quant8-rank0-cut-at-gpu.log": "phase: SAT's '[INFO] [RANK 0]' banners building the model (building CogCoMModel model, number of parameters) before the caught message are not read as set-up (init expected)",
+    "p1682-omniparser-docker-gradio-killed-after-images.log": "phase: Ultralytics' per-image 'image 1/1 ...' and 'Speed: ... inference ... per image' lines before bash's 'Killed' job report are not read as inference (eval expected)",
     "p1665-nncf-mmdet-load-checkpoint-58mib-reserved.log": "phase: the traceback printed after the message (train_detector -> mmcv load_checkpoint -> torch.load restoring tensors) is not read as checkpoint loading at set-up (init expected)",
     "p1621-cellbender-epoch009-poisson-lgamma-glued.log": "phase: CellBender's 'cellbender:remove-background: [epoch 009]  average training loss: ...' line right above the traceback tail is not read as training",
     "p1635-minigpt4video-llama2-a4000-init-finished-cut.log": "phase: the finished shard-loading bar is read as "
