@@ -900,7 +900,7 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
         if not _same_rank(ln, rank):
             continue
         text = ln.text
-        if not text.strip() or FRAME.match(text) or "Traceback" in text or "Error" in text[:60]:
+        if _ends_code(text):
             break
         ipy = IPY_CODE.match(text)
         code = ipy["code"] if ipy else text
@@ -917,6 +917,11 @@ def _calls_under(lines: Sequence[Line], i: int, rank: int | None) -> list[tuple[
     return out
 
 
+def _ends_code(text: str) -> bool:
+    """Whether a line under a frame header ends its code lines: a blank, the next frame, a traceback's or an error's."""
+    return not text.strip() or bool(FRAME.match(text)) or "Traceback" in text or "Error" in text[:60]
+
+
 def _statement_run(block: Sequence[Line]) -> Sequence[Line]:
     """Of an IPython frame's numbered code lines, the statement its arrow points at (the lines around it are context:
     a constructor two lines up ran and returned); the arrow may sit on the statement's first line or, in older IPython,
@@ -924,7 +929,7 @@ def _statement_run(block: Sequence[Line]) -> Sequence[Line]:
     statements: list[list[Line]] = []
     depth = 0
     for ln in block:
-        if not ln.text.strip() or FRAME.match(ln.text) or "Traceback" in ln.text or "Error" in ln.text[:60]:
+        if _ends_code(ln.text):
             break
         ipy = IPY_CODE.match(ln.text)
         if ipy is None:
@@ -1787,6 +1792,10 @@ LORA = lazy(r"\bLoraConfig\(|\blora_alpha\b|\bpeft_config\b|adapter:\s{0,3}q?lor
 _VLLM_ENGINE = (r"EngineCore(?:_(?:DP)?\d{1,3})?|VllmWorker(?: rank=\d{1,4})?|VllmWorkerProcess"
                 r"|Worker(?:_(?:DP|PP|PCP|TP|DCP|EP)\d{1,4}){1,6}")
 VLLM_PROCESS = lazy(r"\((?:" + _VLLM_ENGINE + r") pid=\d{1,10}\)")  # in the prefix taken off a line
+# ComfyUI named by its package and folders (custom nodes are "ComfyUI-<name>" repositories) or its sampler node: a
+# diffusion run, and the ComfyUI app's
+_COMFYUI = r"\bcomfy[/.\\]|ComfyUI|\bKSampler\b"
+_COMFYUI_LITERALS = ("comfy", "ComfyUI", "KSampler")
 STACKS: dict[str, regex.Pattern[str]] = {
     # a bare trainer.py frame only with a function HF's Trainer alone has (Lightning, Chainer and others have trainer.py);
     # its banner only when the user's own script did not log it: the accelerate and diffusers example loops print the
@@ -1818,8 +1827,8 @@ STACKS: dict[str, regex.Pattern[str]] = {
                            r"|\bllama_(?:new_context_with_model|init_from_model|model_load|kv_cache_init)\b|\bllama-server\b"
                            r"|\bllm_load_tensors\b|\bggml_(?:cuda_init|init_cublas)\b|\bollama\b", regex.I),
     # Image and video diffusion: diffusers pipelines, ComfyUI (its comfy package, nodes and panels), the web UIs
-    "diffusion": lazy(r"\bdiffusers[/.]|DiffusionPipeline|StableDiffusion\w{0,24}Pipeline|\bcomfy[/.\\]|ComfyUI"
-                      r"|\bKSampler\b|stable-diffusion-webui|\bsd_samplers|modules[/\\](?:txt2img|img2img)\.py|\bFooocus\b|\binvokeai\b"),
+    "diffusion": lazy(r"\bdiffusers[/.]|DiffusionPipeline|StableDiffusion\w{0,24}Pipeline|" + _COMFYUI
+                      + r"|stable-diffusion-webui|\bsd_samplers|modules[/\\](?:txt2img|img2img)\.py|\bFooocus\b|\binvokeai\b"),
     # A TPU: its HBM belongs to one process, so no other process or preallocation competes for it.
     # (not Lightning's "TPU available: False, using: 0 TPU cores" on every GPU run)
     "tpu": lazy(r"(?<!\b0 )\bTPU(?:s|v\d\w{0,3}| v\d)?\b(?!\s{0,2}available:\s{0,2}False)|\blibtpu\b|memory space hbm"
@@ -1830,9 +1839,9 @@ STACKS: dict[str, regex.Pattern[str]] = {
     "webui": lazy(r"stable-diffusion-webui|\bmodules[/\\](?:txt2img|img2img|call_queue)\.py|^\*{3} Error completing request"
                   # its memory summary under every generation: "A: 2.82 GB, R: 2.90 GB, Sys: 3.8/3.8125 GB (99.7%)"
                   r"|^Total progress:|^A: \d{1,4}\.\d{1,3} GB, R: \d{1,4}\.\d{1,3} GB, Sys: "),
-    # ComfyUI, a node-graph app that generates: its package and folders (custom nodes are "ComfyUI-<name>" repositories),
-    # its sampler node, its console's "got prompt" and "!!! Exception during processing !!!" around every queued graph
-    "comfyui": lazy(r"\bcomfy[/.\\]|ComfyUI|\bKSampler\b|^got prompt\s*$|^!!! Exception during processing !!!"),
+    # ComfyUI, a node-graph app that generates: _COMFYUI, and its console's "got prompt" and "!!! Exception during
+    # processing !!!" around every queued graph
+    "comfyui": lazy(_COMFYUI + r"|^got prompt\s*$|^!!! Exception during processing !!!"),
     # kohya-ss sd-scripts, LoRA and DreamBooth training for Stable Diffusion, SDXL, SD3 and FLUX (its bilingual
     # "running training / 学習開始" banner, its scripts, the repository's name)
     "sd_scripts": lazy(r"\bsd-scripts\b|\bkohya|学習開始|\b(?:sdxl|flux|sd3)_train(?:_network)?\.py"),
@@ -1856,14 +1865,13 @@ STACK_LITERALS: dict[str, tuple[str, ...]] = {
     "vllm": ("vllm", "enginecore", "apiserver pid=", "worker_"),
     "serving_engine": ("lmdeploy", "turbomind", "[tm][", "generation", "sglang", "tensorrt", "fastertransformer", "llama_",
                        "llama-server", "llm_load_tensors", "ggml_", "ollama"),
-    "diffusion": ("diffusers", "DiffusionPipeline", "StableDiffusion", "comfy", "ComfyUI", "KSampler",
-                  "stable-diffusion-webui", "sd_samplers", "txt2img", "img2img", "Fooocus", "invokeai"),
+    "diffusion": ("diffusers", "DiffusionPipeline", "StableDiffusion", *_COMFYUI_LITERALS, "stable-diffusion-webui", "sd_samplers", "txt2img", "img2img", "Fooocus", "invokeai"),
     "tpu": ("TPU", "libtpu", "memory space hbm", "_HBM", "XRT"),
     "jax": ("jax", "xlaruntimeerror", "flax"),
     "tensorflow": ("tensorflow", "keras"),
     "skorch": ("skorch", "NeuralNet"),
     "sd_scripts": ("sd-scripts", "kohya", "学習開始", "_train"),
-    "comfyui": ("comfy", "ComfyUI", "KSampler", "got prompt", "!!! Exception during processing !!!"),
+    "comfyui": (*_COMFYUI_LITERALS, "got prompt", "!!! Exception during processing !!!"),
     "webui": ("stable-diffusion-webui", "txt2img", "img2img", "call_queue", "Error completing request", "Total progress:",
               " GB, Sys: "),
 }

@@ -170,13 +170,14 @@ def _processes(f: Figures, procs: str) -> None:
         else:
             others.append(OtherProcess(pid=int(pm["pid"]), bytes=size))
     # PyTorch's own hold: its reserve, or at least what it allocated when the message was cut before the reserve
-    held = f.get("reserved_bytes") if f.get("reserved_bytes") is not None else f.get("allocated_bytes")
+    reserved = f.get("reserved_bytes")
+    held = reserved if reserved is not None else f.get("allocated_bytes")
     if "process_in_use_bytes" not in f and others and held is not None:
         # Containers print the failing process under its own pid: it is the one just above PyTorch's reserve.
-        candidates = [p for p in others if f.get("reserved_bytes") is not None
-                      and 0 <= p.bytes - f["reserved_bytes"] <= PROCESS_SELF_MARGIN_BYTES]
-        if candidates:
-            me = min(candidates, key=lambda p: p.bytes - f["reserved_bytes"])
+        me = None if reserved is None else min(
+            (p for p in others if 0 <= p.bytes - reserved <= PROCESS_SELF_MARGIN_BYTES),
+            key=lambda p: p.bytes - reserved, default=None)
+        if me is not None:
             f["process_in_use_bytes"] = me.bytes
             others.remove(me)
         elif len(others) == 1 and _sole_process(f, others[0], held):
