@@ -72,6 +72,7 @@ _LABEL_LINE = lazy(r"^\s{0,4}[A-Z][A-Za-z ()-]{2,60}?\s{0,30}:\s{1,8}\d")  # a r
 # memory") is no label: every label of the message is followed by its figure
 # A tracing span's fields after a multi-line record, alone on its row: " rank=0" (Text Generation Inference's shards)
 _SPAN_RANK = lazy(r"^\s{0,2}rank=(?P<rank>\d{1,5})\s*$")
+_FIGURE_UNIT = r"\d ?[KMGT]?i?B"  # a figure's last digit and its unit, as messages print them ("12.00 MiB", "8GB")
 # Another message's head: a caught message the script cut ("... Tried to allocate 500.00 MiB. GPU ") is not continued
 # by the next one. (A terminal may still have cut a logger's row right before one: unwrapping does not stop there.)
 _MESSAGE_HEAD = lazy(r"^\s*(?:CUDA|HIP|XPU) out of memory\. Tried to allocate ")
@@ -79,7 +80,7 @@ _MESSAGE_HEAD = lazy(r"^\s*(?:CUDA|HIP|XPU) out of memory\. Tried to allocate ")
 # ("GPU 0 has ...", "For debugging consider ..."): a space goes between them, whether the line broke there or a
 # terminal cut the row and the copy trimmed the blank it was cut at. After a word, only a plain capitalised word starts
 # a sentence: "torch." + "OutOfMemoryError: ..." is a dotted name a terminal cut.
-_FIGURE_SENTENCE_END = lazy(r"\d ?[KMGT]?i?B\.$")
+_FIGURE_SENTENCE_END = lazy(_FIGURE_UNIT + r"\.$")
 _WORD_SENTENCE_END = lazy(r"[a-z]{2}\.$")
 _SENTENCE_START = lazy(r"^[A-Z][a-z]{0,20} ")
 
@@ -211,7 +212,7 @@ _SQUEEZE = lazy(r"[ \t]{2,}|[*`]+|(?<=\s)> ")  # whitespace runs, markdown empha
 _WRAP_PADDING = lazy(r"[ \t]{8,}")
 # ... except that a row ending in a figure's unit was cut at the space after it ("10.75 GiB<blanks>total capacity"): a
 # unit is never glued to the word after it
-_UNIT_BEFORE_PADDING = lazy(r"\d ?[KMGT]?i?B$|\d bytes$")
+_UNIT_BEFORE_PADDING = lazy(_FIGURE_UNIT + r"$|\d bytes$")
 
 
 def _figures_end(m: regex.Match[str]) -> int:
