@@ -496,6 +496,7 @@ KNOWN_GAPS = {
     "p1417-audioseparation-comfy-mdx-relayed-allocation-cut.log": "held-out, scored only: line/step/phase: the node's "
     "'[AudioSeparation ERROR] ... Allocation on device' relay is not taken as the message's first line (ComfyUI's "
     "'!!! Exception' line is), and the separator's 0/1 chunk bar is read as training step 0",
+    "p1746-motip-custom-dataset-gpu1-retyped-no-head.log": "held-out, scored only: figures/phase: a retyped message starting at 'Tried to allocate' with ', of which ... is free' and 'this process has X in use' (no 'memory') loses its free and in-use figures, and the sentence above it naming training is not read as training",
 }
 LOGS = sidecars("reconstructed", "synthetic", "generated", "benign")
 
