@@ -21,6 +21,9 @@ KNOWN_GAPS = {
     "p1680-showui-flask-concurrent-requests-two-glued.log": "detect/phase: a second message glued after the first on the same line (both behind an app's 'An error occurred during inference: ' prefix) is not detected, and the prefix is not read as generation",
     "p1681-cogcom-sat-cli-demo-quant8-rank0-cut-at-gpu.log": "phase: SAT's '[INFO] [RANK 0]' banners building the model (building CogCoMModel model, number of parameters) before the caught message are not read as set-up (init expected)",
     "p1682-omniparser-docker-gradio-killed-after-images.log": "phase: Ultralytics' per-image 'image 1/1 ...' and 'Speed: ... inference ... per image' lines before bash's 'Killed' job report are not read as inference (eval expected)",
+    "p1728-stream-diffvsr-81-frames-576-48gb.log": "phase: the video SR script's 'Read 81 frames, FPS: 16.0. Resolution: 576 * 576.' input line above the message is not read as inference (eval expected)",
+    "p1729-vr-baseline-fgst-deblur-demo-inline-code.log": "phase: the 'python demo/restoration_video_demo.py ...' command in an inline-code span right above the message is not read as inference (eval expected)",
+    "p1730-mprnet-deblur-demo-2gb-cached-fenced.log": "held-out, scored only: phase: the fenced 'python demo.py --task Deblurring ...' command above the fenced message is not read as inference (eval expected)",
     "p1665-nncf-mmdet-load-checkpoint-58mib-reserved.log": "phase: the traceback printed after the message (train_detector -> mmcv load_checkpoint -> torch.load restoring tensors) is not read as checkpoint loading at set-up (init expected)",
     "p1621-cellbender-epoch009-poisson-lgamma-glued.log": "phase: CellBender's 'cellbender:remove-background: [epoch 009]  average training loss: ...' line right above the traceback tail is not read as training",
     "p1635-minigpt4video-llama2-a4000-init-finished-cut.log": "phase: the finished shard-loading bar is read as "
