@@ -1284,7 +1284,7 @@ def test_comfyui_names_the_failing_node_or_its_sampling_code():
     assert e.phase == "generate"
 
 
-def test_the_launch_commands_script_names_an_evaluation_or_a_sampling_run():
+def test_the_launch_commands_script_names_an_evaluation_a_sampling_or_a_training_run():
     (e,) = events(MSG + "$ bash ./scripts/test.sh 0 --ckpts ./pretrained/model.pth\n")
     assert e.phase == "eval"
     (e,) = events("torchrun --nproc_per_node 8 scripts/sample.py --ckpt model.pt\n" + MSG)
@@ -1294,21 +1294,30 @@ def test_the_launch_commands_script_names_an_evaluation_or_a_sampling_run():
     # inference.py is either (a classifier's evaluation, a generative model's sampling): no phase from it
     (e,) = events("$ python scripts/inference.py --prompt cat\n" + MSG)
     assert e.phase == "unknown"
-    (e,) = events("$ python train.py --epochs 3\n" + MSG)  # the default phase is not guessed from a name
+    # a training script: the failure, with no step, evaluation or save logged, was most often in its training loop
+    (e,) = events("$ python train.py --epochs 3\n" + MSG)
+    assert e.phase == "train"
+    for script in ("tools/train_v2v.py", "CLAN_train.py", "finetuning.py", "scripts/pretrain_gpt.sh"):
+        (e,) = events(f"python {script} --lr 1e-4\n" + MSG)
+        assert e.phase == "train", script
+    (e,) = events("$ python trainable_params.py\n" + MSG)  # a name that only starts with "train"
     assert e.phase == "unknown"
+    # anything else the log shows about the phase comes first
+    (e,) = events("$ python train.py --epochs 3\n***** Running Evaluation *****\n" + MSG)
+    assert e.phase == "eval"
     # bash's own prompt with its environment, the interpreter by its path, a script whose name ends in _eval
     (e,) = events("(umi) user@box:~/repo$ ~/miniforge3/envs/umi/bin/python load_checkpoint_eval.py -i out/latest.ckpt\n"
                   + MSG)
     assert e.phase == "eval"
     (e,) = events("user@box:~/repo$ /usr/bin/python3 train.py --epochs 3\n" + MSG)
-    assert e.phase == "unknown"
+    assert e.phase == "train"
     (e,) = events("we ran it as user@box:~/repo and then python my_eval.py\n" + MSG)  # prose is no prompt
     assert e.phase == "unknown"
     # a script run by its own path
     (e,) = events("./tools/uniad_dist_eval.sh ./configs/base_e2e.py ./ckpts/base_e2e.pth 1\n" + MSG)
     assert e.phase == "eval"
     (e,) = events("./tools/dist_train.sh ./configs/base_e2e.py 8\n" + MSG)
-    assert e.phase == "unknown"
+    assert e.phase == "train"
 
 
 def test_a_sampling_scripts_module_frame_is_generation():

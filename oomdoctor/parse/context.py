@@ -1424,6 +1424,7 @@ def in_model_forward(frame_text: str) -> bool:
 # Script names, shared by a traceback's <module> frame and the launch command: evaluation scripts (test.py,
 # eval_x.py, x_eval.py, predict.py) and generative models' sampling scripts (sample.py, image_sample.py, generate.py).
 EVAL_SCRIPT = r"test|tests?_\w{1,40}|\w{1,40}_(?:test|eval)|eval\w{0,40}|predict\w{0,40}"
+TRAIN_SCRIPT = r"(?:\w{1,30}_)?train(?:ing|er)?(?:_\w{1,40})?|\w{0,20}fine_?tun\w{0,30}|\w{0,20}pretrain\w{0,30}"
 SAMPLING_SCRIPT = r"(?:\w{1,20}_)?sample(?:_\w{1,40})?|generate(?:_\w{1,40})?"
 SCRIPT_PHASES = (
     ("eval", lazy(r'[/\\"](?:' + EVAL_SCRIPT + r'|infer\w{0,40})\.py"')),
@@ -1435,7 +1436,7 @@ SCRIPT_PHASES = (
 
 # The command that launched the run, as a shell prompt or a log echoes it: "$ bash ./scripts/test.sh 0 ...",
 # "python tools/test.py cfg.py", "torchrun --nproc_per_node 8 sample.py". Its script's name is the weakest evidence
-# of the phase, used when nothing else in the log names one; only names that say eval or generation count.
+# of the phase, used when nothing else in the log names one; only names that say eval, generation or training count.
 LAUNCH = lazy(r"^\s{0,4}`?"  # (a code span's backtick may open it)
               # a shell's prompt: "$ ", "# ", "> ", or bash's own with its environment, "(env) user@host:~/repo$ "
               r"(?:(?:\([\w.-]{1,40}\)\s{1,2})?[\w.-]{1,40}@[\w.-]{1,60}:[^$#\s]{0,200}[$#]\s{1,2}|[$#>]\s{1,2})?"
@@ -1449,6 +1450,9 @@ LAUNCH_PHASES = (
     # not "inference.py": a generative model's inference is generation, a classifier's is evaluation
     ("eval", lazy(r"(?:^|[/\\])(?:" + EVAL_SCRIPT + r")\.(?:py|sh)$")),
     ("generate", lazy(r"(?:^|[/\\])(?:" + SAMPLING_SCRIPT + r")\.(?:py|sh)$")),
+    # a training script ("tools/train.py", "CLAN_train.py", "finetuning.py", "pretrain_gpt.sh") that failed before any
+    # step, evaluation or save it logs was most often in its training loop
+    ("train", lazy(r"(?:^|[/\\])(?:" + TRAIN_SCRIPT + r")\.(?:py|sh)$", regex.I)),
 )
 LAUNCH_LINES_AFTER = 40
 
