@@ -2280,3 +2280,13 @@ def test_the_function_a_loguru_error_record_names_is_where_the_error_was_caught(
     assert e.phase == "unknown"
     (e,) = events(record.replace("| ERROR    |", "| INFO     |"))  # only an error record is the catch site
     assert e.phase == "unknown"
+
+
+def test_an_iteration_counted_in_words_is_the_step():
+    (e,) = events("Iteration 120 of 500, loss 0.41\n" + MSG)
+    assert (e.step, e.phase) == (120, "train")
+    # Python 2 printing a tuple: "print('iter = ', i, 'of', max_iter, 'completed, loss = ', loss)"
+    (e,) = events("('iter = ', 2, 'of', 20000, 'completed, loss = ', array([ 0.7446], dtype=float32))\n" + MSG)
+    assert (e.step, e.phase) == (2, "train")
+    (e,) = events("loading shard 2 of 8\n" + MSG)  # not an iteration
+    assert e.step is None

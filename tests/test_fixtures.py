@@ -31,9 +31,6 @@ KNOWN_GAPS = {
     "p1635-minigpt4video-llama2-a4000-init-finished-cut.log": "phase: the finished shard-loading bar is read as "
     "set-up although MiniGPT4-Video then prints 'Loading LLAMA Done' and 'Initialization Finished' (generation expected)",
     "p1579-image-retrieval-inceptionv3-cub-angular-cached.log": "held-out, scored only: phase: the 'python main.py --model inceptionv3 --mode train ...' command line above the traceback tail is not read as training",
-    "p1593-deeplab-resnet-voc-itersize10-thcudacheck-iter2.log": "step/phase: Python 2's tuple prints "
-    "\"('iter = ', 2, 'of', 20000, 'completed, loss = ', ...)\" before a pre-1.0 THCudaCheck are not read as "
-    "training iteration 2 (the traceback's out = model(images) in train.py names no phase either)",
     "p1596-torchhub-deeplabv3-resnet50-24gb-colons-retyped.log": "figures: a retyped 1.x-2.0 message with colons "
     "after the GPU index and the total ('(GPU 0: 21.99 GiB total capacity: 21.38 GiB already allocated; 21.42 "
     "GiB reserved ...') keeps only the request and GPU index, losing total, allocated and reserved",
@@ -169,7 +166,6 @@ KNOWN_GAPS = {
     "p73-parlai-drqa-970m-adamax.log": "held-out, scored only: step: ParlAI's 'updates = 30' lines are not read as steps",
     "p75-3dgs-simpleknn-badalloc-v100.log": "held-out, scored only: phase: a CUDA extension's distCUDA2 call at scene set-up is not init",
     "p70-zipvoice-hindi-h100-softmax.log": "held-out, scored only: step/phase: icefall's 'Epoch 1, batch N, global_batch_idx: M' is not a step",
-    "p72-ccnet-backward-after-snapshot.log": "held-out, scored only: step: 'iter = 0 of 60000 completed' is not read as a step",
     "p63-svdxtend-1280x720-h100-ddp-silu.log": "held-out, scored only: step/phase: a 'Steps: 0%' bar glued before 'Traceback' is not read",
     "p64-alphafold-bfc-longseq.log": "held-out, scored only: line: the BFC allocator line and XLA's report are read as one event at the second",
     "p47-mlxexamples-capacity.log": "held-out, scored only: detect: MLX's '[malloc_or_wait] Unable to allocate' abort is not read as an OOM",
