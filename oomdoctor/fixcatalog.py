@@ -267,6 +267,9 @@ def _shorter_seq(d: Derived) -> tuple[Changes, str | None]:
         "diffusers": {"pipe(height=, width=)": "<lower>", "pipe(num_frames=)": "<fewer>"},
         "comfyui": "a lower width/height (or fewer frames) on the latent node; tiled VAE decode for large images",
         "webui": "a lower Width/Height, Hires. fix off or a smaller upscale; Tiled VAE for large images",
+        # a loop of its own: shown only where no section above is the run's
+        "code": f"batch = tokenizer(texts, truncation=True, max_length={new})  # images, audio, volumes: crop, "
+                "resize or tile the input",
     }, effect
 
 

@@ -254,6 +254,13 @@ def test_with_no_stack_named_both_hf_keys_and_loop_code_are_offered():
     assert "code" not in build_fix("halve-batch", run(stack_hf_trainer=True, per_device_train_batch_size=8)).changes
 
 
+def test_a_shorter_input_for_a_loop_of_its_own_is_truncation_or_cropping_code():
+    changes = build_fix("shorter-max-seq", run(max_seq_length=4096)).changes
+    assert set(changes) == {"training_args", "code"} and "max_length=2048" in changes["code"]
+    assert "crop" in changes["code"]  # an image or volume model's "length" is its size
+    assert "code" not in build_fix("shorter-max-seq", run(stack_axolotl=True, max_seq_length=4096)).changes
+
+
 def test_an_8bit_optimizer_bitsandbytes_could_not_give_is_offered_with_the_install_first():
     assert fitted(["lighter-optimizer"], run(optimizer_is_8bit=True)) == []
     d = run(optimizer_is_8bit=False, bitsandbytes_unavailable=True, stack_hf_trainer=True)
