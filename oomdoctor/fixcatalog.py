@@ -95,7 +95,8 @@ def _select(changes: Changes, d: Derived) -> Changes:
     keep = {s for s, owners in SECTION_STACK.items() if stacks.intersection(owners)}
     keep -= {section for stack in stacks & SUPERSEDES.keys() for section in SUPERSEDES[stack]}
     if not keep & changes.keys():
-        keep |= {"training_args"} if not stacks else set()
+        # HF's form is the guess for a PyTorch run that names no stack, never for a library's own allocator
+        keep |= {"training_args"} if not stacks and not _not_pytorch(d) else set()
     if _not_pytorch(d) and not keep & changes.keys():
         return {k: v for k, v in changes.items() if k == "env"}  # no PyTorch keys or code for a TensorFlow/JAX run
     out = {k: v for k, v in changes.items() if k in keep or k not in SECTION_STACK}

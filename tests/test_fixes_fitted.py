@@ -303,6 +303,9 @@ def test_a_library_allocating_on_its_own_gets_no_pytorch_allocator_or_autograd_f
     ids = ["expandable-segments", "eval-no-grad", "smaller-eval-batch"]
     assert fitted(ids, run(own_allocator=True)) == ["smaller-eval-batch"]
     assert fitted(ids, run(own_allocator=False)) == ids
+    # ONNX Runtime's or TensorRT's batch is not set through TrainingArguments or a PyTorch DataLoader: the title says it
+    assert build_fix("smaller-eval-batch", run(own_allocator=True)).changes == {}
+    assert "training_args" in build_fix("smaller-eval-batch", run(own_allocator=False)).changes
 
 
 def test_vllms_no_room_for_the_kv_cache_is_not_told_to_shrink_the_cache():
