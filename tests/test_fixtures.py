@@ -15,7 +15,9 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p1807-kaldi-nnet3-train-region-8gb-shared-gpu.log": "detect: Kaldi's cu-allocator ERROR line ('Failed to allocate a memory region of N bytes. ... Memory info: free:15426M, used:17053M, total:32480M, ... CUDA error: 'out of memory'') is not detected",
     "p1806-rnntransducer-retyped-bracketed-typos.log": "held-out, scored only: detect: a 1.4-2.0 message retyped in square brackets with its own typos ('CUDA out of the memory.', figures glued to units, 'resrved', 'Pytorch') is not detected",
-    "p1816-monogs-retyped-unpunctuated-ipc-warning.log": "detect: a 2.2-2.8 message retyped without its full stops ('torch. cuda OutOfMemoryError: CUDA out of memory Tried to allocate 20.00 MiB GPU 0 has a total capacity of ...') is not detected",
+    "p1816-monogs-retyped-unpunctuated-ipc-warning.log": "figures: a 2.2-2.8 message retyped without its full stops "
+    "('... CUDA out of memory Tried to allocate 20.00 MiB GPU 0 has a total capacity of ...') is read up to its free "
+    "figure; the process and allocated clauses after the first missing stop are not",
     "p1817-hislam2-keyframe-bar-glued-distcuda2-badalloc.log": "phase: a SLAM run's 'Processing keyframe 11 gs 0: 4%|' frame bar glued to the traceback, failing in the online mapping of that keyframe, is not read as training (the bar counts frames, so no step)",
     "p94-gpt2chitchat-tf-job-on-gpu0.log": "phase: the train.py launch reads as training; the thread does not say how far the run got on a GPU another job already filled (unknown expected)",
     "p9-colossalai-seqlen.log": "held-out, scored only: its context changed with the training-script launch read as training (not examined)",

@@ -399,6 +399,10 @@ TOLERANT = [
     ("RuntimeError: CUDA out of memory. Tried to allocate 88.00 MiB (GPU 0; 4.00 GiB totalcapacity; 2.68 GiB already "
      "allocated; 0 bytes free; 2.85 GiB reserved in total by PyTorch)", "cuda_oom",
      {"total_bytes": 4 * GIB, "free_bytes": 0, "reserved_bytes": b("2.85", 3)}),
+    # retyped without its full stops: the request, device, total and free before the first missing stop are read
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory Tried to allocate 20.00 MiB GPU 0 has a total capacity of "
+     "7.75 GiB of which 13.31 MiB is free Process 4048 has 2.31 GiB memory in use", "cuda_oom",
+     {"requested_bytes": 20 * MIB, "gpu_index": 0, "total_bytes": b("7.75", 3), "free_bytes": b("13.31", 2)}),
 ]
 
 

@@ -90,7 +90,8 @@ _FIGURES_2_1_CUT = (
 # Any caching-allocator message whose full form did not match (truncated at a NUL device index, cut by a
 # log collector, an unknown future era): the request is still known.
 CACHING_ANY = lazy(
-    _DEV + r" out of memory\. Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
+    # (a retyped or OCR'd copy may have lost the full stop: "CUDA out of memory Tried to allocate 20.00 MiB GPU 0 has")
+    _DEV + r" out of memory\.? Tried to allocate (?P<requested>" + SIZE + r"|more than 1EB memory)"
     r"(?:\.? ?\(?(?:GPU|MLU) (?P<gpu>\d{1,6})(?!\d)"
     # whatever figures came before the cut, in either era's wording (a figure is whole once the word after it begins)
     r"(?:;\s?(?P<total>" + SIZE + r") total(?: ?capacity(?:;\s?(?P<allocated>" + SIZE + r") already\b(?: allocated"
