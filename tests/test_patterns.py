@@ -243,6 +243,10 @@ EXAMPLES = [
      {"requested_bytes": 4294967296}),  # TensorFlow pinning host memory through the driver
     ("ERROR (train-ctc-parallel:MallocInternal():cuda-device.cc:668) Memory allocation failure", "cuda_error", None,
      {}),  # Kaldi's CUDA allocator after its release-and-retry
+    ("ERROR (nnet3-train[5.5]:AllocateNewRegion():cu-allocator.cc:519) Failed to allocate a memory region of 8088715264 "
+     "bytes.  Possibly this is due to sharing the GPU.  Memory info: free:15426M, used:17053M, total:32480M, "
+     "free/total:0.474948 CUDA error: 'out of memory'", "cuda_error", None,
+     {"requested_bytes": 8088715264, "free_bytes": 15426 * MIB, "total_bytes": 32480 * MIB}),  # Kaldi 5.5's pool
     ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`", "cublas", None,
      {"detail": {"library": "CUBLAS", "message_says": "cublas_handle"}}),
     ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", "cublas", None,

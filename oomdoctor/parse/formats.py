@@ -419,6 +419,11 @@ CUDA_DRIVER_OOM = lazy(r"\bCUDA_ERROR_OUT_OF_MEMORY\b")
 # allocation failure" (cu-allocator.cc in later Kaldi: the same words from its MallocPitch).
 KALDI_CUDA = lazy(r"\(\S{1,80}:(?:MallocInternal|MallocPitch\w{0,20}|Malloc\w{0,20})\(\):[\w.-]{1,60}:\d{1,6}\)\s{1,4}"
                   r"Memory allocation failure")
+# Kaldi's cu-allocator (5.5+) growing its pool: "ERROR (nnet3-train[5.5]:AllocateNewRegion():cu-allocator.cc:519) Failed
+# to allocate a memory region of 8088715264 bytes.  Possibly this is due to sharing the GPU.  ...  Memory info:
+# free:15426M, used:17053M, total:32480M, free/total:0.474948 CUDA error: 'out of memory'" (M: MiB, the device's)
+KALDI_REGION = lazy(r"Failed to allocate a memory region of (?P<requested>\d{1,20}) bytes\."
+                    r"(?:[^\n]{0,600}?Memory info: free:(?P<free>\d{1,12}M), used:\d{1,12}M, total:(?P<total>\d{1,12}M))?")
 # cuBLAS creating its handle (PyTorch's first matmul on a device or stream) cannot get its workspace: the driver
 # returns NOT_INITIALIZED or ALLOC_FAILED; with the device already full, the usual reason.
 CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `?cublasCreate\(handle\)")
