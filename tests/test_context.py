@@ -2290,3 +2290,12 @@ def test_an_iteration_counted_in_words_is_the_step():
     assert (e.step, e.phase) == (2, "train")
     (e,) = events("loading shard 2 of 8\n" + MSG)  # not an iteration
     assert e.step is None
+
+
+def test_the_script_a_shells_kill_notice_names_gives_the_phase():
+    (e,) = events("Emulation speed 100.0%\n[1]    1819 killed    python3 dddqn_train.py MarioNoFrameskip results\n")
+    assert (e.kind, e.phase) == ("host_oom", "train")
+    (e,) = events('./tools/dist_test.sh: line 13: 114146 Killed  PYTHONPATH=.. python3 $(dirname "$0")/test.py cfg.py\n')
+    assert (e.kind, e.phase) == ("host_oom", "eval")
+    (e,) = events("[1]    1819 killed    python3 run.py --epochs 3\n")  # a name that says nothing
+    assert e.phase == "unknown"

@@ -55,8 +55,6 @@ KNOWN_GAPS = {
     "p1533-ipnet-test-v100-docker-wrapped-gpu-index-lost.log": "held-out, scored only: figures: a 1.4-2.0 message "
     "wrapped after '(GPU' whose paste lost the index ('(GPU' + '15.78 GiB total capacity; ...') reads the total as "
     "GPU 15 and loses the total, allocated, free ('235.19 MiBe;') and reserved figures",
-    "p1547-sparsedrive-test-map-eval-workers-killed-title.log": "phase: the shell's job notice names the killed "
-    "command (python3 .../test.py), after mmcv's test bar (0/3): not read as evaluation",
     "p1548-detr3d-dist-test-elastic-exitcode9-cut.log": "held-out, scored only: phase: the 'tools/dist_test.sh <config> <ckpt> 1 --eval=bbox' command line above torchelastic's exitcode -9 line is not read as eval",
     "p1546-cmt-spconv-tensorview-error-2-glued.log": "held-out, scored only: detect: spconv's tensorview 'RuntimeError: TensorStorage ... tensor.h 168' over 'cuda failed with error 2 out of memory.' is not found as an event",
     "p1545-transfuser-carla-agent-setup-6gb-cut.log": "phase: the CARLA leaderboard's '> Setting up the agent' banner and checkpoint loads, then 'Could not set up the required agent:' right above the message, are not read as init",
@@ -79,8 +77,6 @@ KNOWN_GAPS = {
     "('**Runtime Error:...gpu_cemory. h: 584 cuMemCreate (...) failed: CUDA-ERROR_OUT_OF-MEMORY**') is not found",
     "p1315-rwkv-runner-cpu-allocator-switch-model-500.log": "phase: the uvicorn access line after the message, "
     "'POST /switch-model' answered 500 (the model load failing), is not read as set-up (init)",
-    "p1255-mario-dddqn-replay-queue-zsh-killed.log": "phase: zsh's 'killed    python3 dddqn_train.py ...' job line "
-    "names a training script, but the kill is not read as training",
     "p1250-diplomacy-cicero-selfplay-8gb-allowed.log": "phase: ParlAI's start-up lines ('loading dictionary from ...', "
     "'BartClassifier: full interactive mode on.') before the message are not read as set-up (init)",
     "p1172-metanlrpp-retyped-thied-32gb.log": "detect: a hand-retyped message ('RuntimeError:CUDA out of memory, "

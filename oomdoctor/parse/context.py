@@ -1470,6 +1470,17 @@ def first_launch(lines: Sequence[Line]) -> tuple[int, Witness | None] | None:
     return None
 
 
+# The command a shell's kill notice names after the kill word: "[1]    1819 killed    python3 dddqn_train.py ...",
+# "line 13: 114146 Killed  PYTHONPATH=... python3 $(dirname "$0")/test.py $CONFIG ..."
+KILLED_SCRIPT = lazy(r"(?i:killed|已杀死|Getötet|強制終了|Убито)\s[^\n]{0,400}?(?P<script>[\w./\\-]{1,200}\.py)\b")
+
+
+def killed_script_phase(text: str) -> str | None:
+    """The phase the script a kill notice names says (as a launch command's would), or None."""
+    m = KILLED_SCRIPT.search(text)
+    return next((phase for phase, pattern in LAUNCH_PHASES if pattern.search(m["script"])), None) if m else None
+
+
 def _script_phase(func: str, ln: Line) -> str | None:
     if func != "<module>":
         return None
