@@ -2299,3 +2299,12 @@ def test_the_script_a_shells_kill_notice_names_gives_the_phase():
     assert (e.kind, e.phase) == ("host_oom", "eval")
     (e,) = events("[1]    1819 killed    python3 run.py --epochs 3\n")  # a name that says nothing
     assert e.phase == "unknown"
+
+
+def test_a_cross_validation_loop_trains_unless_an_inner_frame_evaluates():
+    (e,) = events(_through("cross_validation", "fit", "fit_self") + MSG)  # a tabular benchmark's folds
+    assert e.phase == "train"
+    (e,) = events(_through("cross_val_score", "predict") + MSG)
+    assert e.phase == "eval"
+    (e,) = events(_through("validate", "forward") + MSG)  # validation on its own is still evaluation
+    assert e.phase == "eval"

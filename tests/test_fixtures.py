@@ -13,8 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p1850-tabzilla-vime-cifar10-hparam-cpu-alloc.log": "phase: a benchmark runner's cross_validation frame is "
-    "read as evaluation, though the frames below it are VIME's fit/fit_self (training)",
     "p1807-kaldi-nnet3-train-region-8gb-shared-gpu.log": "phase: the program Kaldi's ERROR header names "
     "('nnet3-train[5.5]') is not read as training",
     "p1806-rnntransducer-retyped-bracketed-typos.log": "held-out, scored only: detect: a 1.4-2.0 message retyped in square brackets with its own typos ('CUDA out of the memory.', figures glued to units, 'resrved', 'Pytorch') is not detected",

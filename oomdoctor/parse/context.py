@@ -1162,8 +1162,11 @@ def frames_after_ide_banner(lines: Sequence[Line], idx: int, end: int, rank: int
 
 
 # A loop named for both ("train_and_evaluate", "train_eval", "train_and_valid") is the training loop that
-# evaluates now and then: a frame inside it is training unless an inner frame names evaluation.
-TRAIN_AND_EVAL = lazy(r"^_?(?:run_)?train(?:ing)?_(?:and_)?(?:eval|evaluate|valid|validate|test)(?:_\w{1,20})?$")
+# evaluates now and then: a frame inside it is training unless an inner frame names evaluation. So is a
+# cross-validation loop (scikit-learn's cross_validate, cross_val_score; "cross_validation", "run_cv"), which fits
+# and scores a model per fold.
+TRAIN_AND_EVAL = lazy(r"^_?(?:run_)?(?:train(?:ing)?_(?:and_)?(?:eval|evaluate|valid|validate|test)"
+                      r"|cross_val(?:idat(?:e|ion))?(?:_score)?|k_?fold(?:_cv)?|run_cv)(?:_\w{1,20})?$")
 
 
 # Set-up named after what it sets up: Flax's create_train_state, init_train_state, setup_training, build_trainer.
