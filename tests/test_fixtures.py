@@ -13,9 +13,6 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
-    "p1876-unsam-d2-retry-cpu-killed.log": "detect/kind: detectron2's one-line notice of a caught CUDA OOM "
-    "('d2.utils.memory]: Attempting to copy inputs of <func to CPU due to CUDA OOM') is not an event; it is read "
-    "together with the shell's 'Killed' on the next line as one host_oom at line 1",
     "p1807-kaldi-nnet3-train-region-8gb-shared-gpu.log": "phase: the program Kaldi's ERROR header names "
     "('nnet3-train[5.5]') is not read as training",
     "p1806-rnntransducer-retyped-bracketed-typos.log": "held-out, scored only: detect: a 1.4-2.0 message retyped in square brackets with its own typos ('CUDA out of the memory.', figures glued to units, 'resrved', 'Pytorch') is not detected",

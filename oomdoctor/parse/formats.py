@@ -424,6 +424,9 @@ KALDI_CUDA = lazy(r"\(\S{1,80}:(?:MallocInternal|MallocPitch\w{0,20}|Malloc\w{0,
 # free:15426M, used:17053M, total:32480M, free/total:0.474948 CUDA error: 'out of memory'" (M: MiB, the device's)
 KALDI_REGION = lazy(r"Failed to allocate a memory region of (?P<requested>\d{1,20}) bytes\."
                     r"(?:[^\n]{0,600}?Memory info: free:(?P<free>\d{1,12}M), used:\d{1,12}M, total:(?P<total>\d{1,12}M))?")
+# detectron2's retry_if_cuda_oom catching an OOM and running the call again on the CPU: "[07/09 16:09:19
+# d2.utils.memory]: Attempting to copy inputs of <function paste_masks_in_image at 0x7f...> to CPU due to CUDA OOM"
+D2_RETRY_ON_CPU = lazy(r"Attempting to copy inputs(?: of [^\n]{1,300}?)? to CPU due to CUDA OOM")
 # cuBLAS creating its handle (PyTorch's first matmul on a device or stream) cannot get its workspace: the driver
 # returns NOT_INITIALIZED or ALLOC_FAILED; with the device already full, the usual reason.
 CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `?cublasCreate\(handle\)")

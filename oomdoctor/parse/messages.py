@@ -62,6 +62,7 @@ class MessageFormat:
     gives_way: bool = False  # a stand-in (a notebook's traceback header): the failure only when no message follows
     says: str | None = None  # what the message itself names as the failure (the event's message_says), unless its figures do
     own_allocator: bool = False  # a library that allocates device memory itself (not through PyTorch's caching allocator)
+    caught: bool = False  # the library caught the failure and went on (the event is not fatal)
 
     def admits(self, text: str) -> bool:
         """The cheap string test that decides whether the pattern is tried at all."""
@@ -373,6 +374,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   P.MXNET_CUDA, "cuda_error", recognise_only=True, own_allocator=True),
     MessageFormat("KALDI_CUDA", ("Memory allocation failure",), P.KALDI_CUDA, "cuda_error", recognise_only=True,
                   same_failure=True, own_allocator=True),
+    MessageFormat("D2_RETRY_ON_CPU", ("to CPU due to CUDA OOM",), P.D2_RETRY_ON_CPU, "cuda_oom", recognise_only=True,
+                  single_line=True, caught=True),
     MessageFormat("KALDI_REGION", ("Failed to allocate a memory region",), P.KALDI_REGION, "cuda_error", lambda m: {
         "requested_bytes": int(m["requested"]), "free_bytes": parse_size(m["free"]) if m["free"] else None,
         "total_bytes": parse_size(m["total"]) if m["total"] else None}, same_failure=True, own_allocator=True),

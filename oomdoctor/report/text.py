@@ -125,7 +125,7 @@ def _try_first(console: _Console, report: Report) -> None:
 def _event(console: _Console, i: int, n: int, e: OOMEvent) -> None:
     title = Text(f"OOM {i + 1}/{n}  {e.kind}", style="bold red" if e.fatal else "bold yellow")
     if not e.fatal:
-        title.append("  (non-fatal: training went on)", style="yellow")
+        title.append("  (non-fatal: the run went on)", style="yellow")
     console.print(title)
     where = _where(e)
     if len(where[0]) > console.width - 2:  # a path wider than the column: on a line of its own, never broken (copied)
