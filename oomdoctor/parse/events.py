@@ -872,7 +872,7 @@ class _EventReader:
             return "train", ctx._ev(self.source, loss)
         if ctx.MESSAGE_TRAINING_LOOP.search(first.text):  # Chainer: "Exception in main training loop: out of memory ..."
             return "train", message_ev
-        if hit.kind == "host_oom" and (killed := ctx.killed_script_phase(first.text)) is not None:
+        if hit.kind == "host_oom" and (killed := ctx.killed_script_phase(hit.text)) is not None:
             return killed, message_ev  # the shell's kill notice names the script it killed
         if (launch := self.launch) is not None and launch[1] is not None and launch[0] <= hit.end + ctx.LAUNCH_LINES_AFTER:
             return launch[1].value, ctx._ev(self.source, launch[1].line)
