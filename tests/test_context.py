@@ -2299,9 +2299,11 @@ def test_the_script_a_shells_kill_notice_names_gives_the_phase():
     assert (e.kind, e.phase) == ("host_oom", "eval")
     (e,) = events("[1]    1819 killed    python3 run.py --epochs 3\n")  # a name that says nothing
     assert e.phase == "unknown"
-    # the notice hard-wrapped by an 80-column terminal: the script's name on the next row
-    notice = './tools/dist_test.sh: line 13: 114146 Killed                  PYTHONPATH=.. python3 $(dirname "$0")/test.py'
-    (e,) = events(notice[:80] + "\n" + notice[80:] + " cfg.py\n")
+    # the notice (in a Chinese locale, glued to mmcv's test bar) hard-wrapped by an 80-column terminal: the script's
+    # name on the next row
+    notice = ('[ ] 0/3, elapsed: 0s, ETA:./tools/dist_test.sh: 第 13 行： 114146 已杀死 PYTHONPATH="$(dirname $0)/..":'
+              '$PYTHONPATH python3 $(dirname "$0")/test.py $CONFIG $CHECKPOINT')
+    (e,) = events(notice[:80] + "\n" + notice[80:] + "\n")
     assert (e.kind, e.phase) == ("host_oom", "eval")
 
 
