@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import regex
 
+from oomdoctor.parse.formats import KILLED_TRANSLATED
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
 from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row, next_row, strip_prefixes
@@ -1475,7 +1476,8 @@ def first_launch(lines: Sequence[Line]) -> tuple[int, Witness | None] | None:
 
 # The command a shell's kill notice names after the kill word: "[1]    1819 killed    python3 dddqn_train.py ...",
 # "line 13: 114146 Killed  PYTHONPATH=... python3 $(dirname "$0")/test.py $CONFIG ..."
-KILLED_SCRIPT = lazy(r"(?i:killed|已杀死|Getötet|強制終了|Убито)\s[^\n]{0,400}?(?P<script>[\w./\\-]{1,200}\.py)\b")
+KILLED_SCRIPT = lazy(r"(?:(?i:killed)|" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s[^\n]{0,400}?"
+                     r"(?P<script>[\w./\\-]{1,200}\.py)\b")
 
 
 def killed_script_phase(text: str) -> str | None:
