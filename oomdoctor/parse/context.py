@@ -89,9 +89,10 @@ STEP_PATTERNS = (
     lazy(r"['\"](?:global_)?step['\"]:\s{0,2}(?P<n>\d{1,20})"),  # {'step': 50}
     lazy(r"\bSteps:\s{0,2}(?P<n>\d{1,20})\b"),
     lazy(r"\b(?:global[_ ])?[Ss]tep\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})(?:\s{0,2}/\s{0,2}\d{1,20})?\b(?![.%])"),
-    lazy(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:]?\s{0,2}(?P<n>\d{1,20})\s{0,2}/\s{0,2}\d{1,20}\b"),  # Iter 120/500
-    # "Iteration 120 of 500", also as Python 2 prints a tuple: "('iter = ', 2, 'of', 20000, 'completed, loss = ', ...)"
-    lazy(r"\b[Ii]ter(?:ation)?\s{0,2}=?\s{0,2}(?:['\"],\s{0,2})?(?P<n>\d{1,20}),?\s{1,2}['\"]?of(?:['\"],)?\s{1,2}\d{1,20}\b"),
+    # "Iter 120/500", "Iteration 120 of 500", also as Python 2 prints a tuple: "('iter = ', 2, 'of', 20000, 'completed,
+    # loss = ', ...)"
+    lazy(r"\b[Ii]ter(?:ation)?s?\s{0,2}[#:=]?\s{0,2}(?:['\"],\s{0,2})?(?P<n>\d{1,20})"
+         r"(?:\s{0,2}/\s{0,2}|,?\s{1,2}['\"]?of(?:['\"],)?\s{1,2})\d{1,20}\b"),
     # Stable-Baselines3's logger table, one row per value: "|    iterations      | 3        |" (on-policy algorithms:
     # one rollout and its update per iteration)
     lazy(r"^\|\s{1,8}iterations\s{1,40}\|\s{1,4}(?P<n>\d{1,20})\s{1,40}\|"),
@@ -104,7 +105,7 @@ STEP_PATTERNS = (
 STEP_NEEDS = ("Epoch", "Epoch(train)", "epoch", "Train", "Iter(train)", ": Train loss ", "Epoch[", "[", "step=", "iteration",
               "current_iteration to ", "iter:",
               "training from iteration ", "Start training from epoch: ", "step:", "step", "Steps:", "tep", "ter",
-              "ter", "iterations", " [",
+              "iterations", " [",
               "Epoch ")
 # A progress indicator or banner that names an evaluation loop: HF/Lightning/detectron2/mmengine/tqdm.
 EVAL_BANNER = lazy(
