@@ -15,6 +15,7 @@ from oomdoctor.parse import parse_files
 KNOWN_GAPS = {
     "p1923-practicaldl-ch2-vgg16-per-frame-bfc-quoted.log": "phase: the traceback under the BFC OOM warning ends in the VGG16 constructor (process_image -> VGG16(weights='imagenet', ...)) building the model, which is not read as set-up (init expected)",
     "p1924-dlherotutorials-llama-4gb-generate-cell.log": "detect: the notebook's 'OutOfMemoryError   Traceback (most recent call last)' header printed after the full message (pasted first) is read as a second event (1 expected)",
+    "p1910-voicestudio-500-cuda-error-apierror-tauri.log": "held-out, scored only: events: one 'CUDA error: out of memory' failure printed twice (the toast text, then the front end's 'ApiError: ' re-raise of it with the same advice lines) is read as two events",
     "p1807-kaldi-nnet3-train-region-8gb-shared-gpu.log": "phase: the program Kaldi's ERROR header names "
     "('nnet3-train[5.5]') is not read as training",
     "p1806-rnntransducer-retyped-bracketed-typos.log": "held-out, scored only: detect: a 1.4-2.0 message retyped in square brackets with its own typos ('CUDA out of the memory.', figures glued to units, 'resrved', 'Pytorch') is not detected",
