@@ -13,6 +13,9 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1892-flexflowserve-init-ipc-handle-realm.log": "phase: a Realm CUDA-module failure right after a FlexFlow serve.init(...) call, with nothing loaded, is not read as set-up",
+    "p1893-gpt4all-cuda-kv-cache-device1-handled.log": "phase: ggml's failed buffer followed by 'llama_kv_cache_init: failed to allocate buffer for kv cache' (model load, no other context) is not read as set-up",
+    "p1891-flexgen-wsl2-opt67b-pinned-copy-thread.log": "phase: FlexGen's stage line 'warmup - init weights' (after its 'model size: ...' banner) is not read as set-up",
     "p1807-kaldi-nnet3-train-region-8gb-shared-gpu.log": "phase: the program Kaldi's ERROR header names "
     "('nnet3-train[5.5]') is not read as training",
     "p1806-rnntransducer-retyped-bracketed-typos.log": "held-out, scored only: detect: a 1.4-2.0 message retyped in square brackets with its own typos ('CUDA out of the memory.', figures glued to units, 'resrved', 'Pytorch') is not detected",
