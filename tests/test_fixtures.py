@@ -13,6 +13,7 @@ from fixture_oracle import FIXTURES, compare, sidecars
 from oomdoctor.parse import parse_files
 
 KNOWN_GAPS = {
+    "p1896-ds4-rtxpro6000-q8-fp16-cache-alloc-repeated.log": "detect: ds4's own 'ds4: CUDA q8 fp16 cache alloc failed (64.00 MiB): out of memory' (a device allocation in its CUDA backend) is not detected",
     "p1894-petals-docker-rpc-inference-caught-recover.log": "phase: a Petals server's rpc_inference step (attention-cache alloc, then backend inference_step with use_cache=True) is read as eval, not generate",
     "p1892-flexflowserve-init-ipc-handle-realm.log": "phase: a Realm CUDA-module failure right after a FlexFlow serve.init(...) call, with nothing loaded, is not read as set-up",
     "p1893-gpt4all-cuda-kv-cache-device1-handled.log": "phase: ggml's failed buffer followed by 'llama_kv_cache_init: failed to allocate buffer for kv cache' (model load, no other context) is not read as set-up",
