@@ -405,6 +405,15 @@ TOLERANT = [
     ("RuntimeError: CUDA out of memory. Tried to allocate 88.00 MiB (GPU 0; 4.00 GiB totalcapacity; 2.68 GiB already "
      "allocated; 0 bytes free; 2.85 GiB reserved in total by PyTorch)", "cuda_oom",
      {"total_bytes": 4 * GIB, "free_bytes": 0, "reserved_bytes": b("2.85", 3)}),
+    # a logger's line saying the program caught the failure and goes on (hivemind's runtime, Dorado's basecaller)
+    ("Jul 23 14:53:46.280 [ERROR] [hivemind.moe.server.runtime.run:104] Caught CUDA out of memory. Tried to allocate "
+     "128.00 MiB (GPU 0; 7.78 GiB total capacity; 4.46 GiB already allocated; 71.50 MiB free; 4.61 GiB reserved in "
+     "total by PyTorch), attempting to recover", "cuda_oom", {"requested_bytes": 128 * MIB, "fatal": False}),
+    ("[warning] Caught Torch error 'CUDA out of memory. Tried to allocate 1.02 GiB (GPU 0; 11.76 GiB total capacity; "
+     "89.90 MiB already allocated; 612.12 MiB free; 132.00 MiB reserved in total by PyTorch)', clearing CUDA cache and "
+     "retrying.", "cuda_oom", {"fatal": False}),
+    ("Caught CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 7.78 GiB total capacity; 4.46 GiB already "
+     "allocated; 71.50 MiB free; 4.61 GiB reserved in total by PyTorch)", "cuda_oom", {"fatal": True}),  # and re-raised
     # retyped without its full stops: the request, device, total and free before the first missing stop are read
     ("torch.cuda.OutOfMemoryError: CUDA out of memory Tried to allocate 20.00 MiB GPU 0 has a total capacity of "
      "7.75 GiB of which 13.31 MiB is free Process 4048 has 2.31 GiB memory in use", "cuda_oom",

@@ -763,7 +763,8 @@ class _EventReader:
                 if cm:
                     f["requested_bytes"] = int(cm["requested"])
                     break
-        if hit.c.fmt.caught or (hit.c.fmt.name == "TENSORRT_OOM" and _tactic_skipped(lines, hit.idx, hit.end)):
+        if hit.c.fmt.caught or (hit.c.fmt.name == "TENSORRT_OOM" and _tactic_skipped(lines, hit.idx, hit.end)) \
+                or ("Caught" in hit.text and ctx.CAUGHT_AND_RETRIED.search(hit.text)):
             detail["fatal"] = False
         if frames and (later := ctx.progress_after(self.markers, hit.end, rank, step.value if step else None)):
             detail["progress_after"] = True  # raised, yet a training counter went on: another run writes here
