@@ -16,7 +16,8 @@ KNOWN_GAPS = {
     "p1923-practicaldl-ch2-vgg16-per-frame-bfc-quoted.log": "phase: the traceback under the BFC OOM warning ends in the VGG16 constructor (process_image -> VGG16(weights='imagenet', ...)) building the model, which is not read as set-up (init expected)",
     "p1924-dlherotutorials-llama-4gb-generate-cell.log": "detect: the notebook's 'OutOfMemoryError   Traceback (most recent call last)' header printed after the full message (pasted first) is read as a second event (1 expected)",
     "p1910-voicestudio-500-cuda-error-apierror-tauri.log": "held-out, scored only: events: one 'CUDA error: out of memory' failure printed twice (the toast text, then the front end's 'ApiError: ' re-raise of it with the same advice lines) is read as two events",
-    "p1896-ds4-rtxpro6000-q8-fp16-cache-alloc-repeated.log": "detect: ds4's own 'ds4: CUDA q8 fp16 cache alloc failed (64.00 MiB): out of memory' (a device allocation in its CUDA backend) is not detected",
+    "p1896-ds4-rtxpro6000-q8-fp16-cache-alloc-repeated.log": "phase: the engine's command line with a prompt "
+    "('./ds4 -m ... -p ...') and its start-up lines before the refused cache allocation are not read as generation",
     "p1894-petals-docker-rpc-inference-caught-recover.log": "phase: a Petals server's rpc_inference step (attention-cache alloc, then backend inference_step with use_cache=True) is read as eval, not generate",
     "p1892-flexflowserve-init-ipc-handle-realm.log": "phase: a Realm CUDA-module failure right after a FlexFlow serve.init(...) call, with nothing loaded, is not read as set-up",
     "p1893-gpt4all-cuda-kv-cache-device1-handled.log": "phase: ggml's failed buffer followed by 'llama_kv_cache_init: failed to allocate buffer for kv cache' (model load, no other context) is not read as set-up",

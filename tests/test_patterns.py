@@ -243,6 +243,8 @@ EXAMPLES = [
      {"requested_bytes": 4294967296}),  # TensorFlow pinning host memory through the driver
     ("ERROR (train-ctc-parallel:MallocInternal():cuda-device.cc:668) Memory allocation failure", "cuda_error", None,
      {}),  # Kaldi's CUDA allocator after its release-and-retry
+    ("ds4: CUDA q8 fp16 cache alloc failed (64.00 MiB): out of memory", "cuda_error", None,
+     {"requested_bytes": 64 * MIB}),  # a native engine's own allocation, one line
     ("[07/09 16:09:19 d2.utils.memory]: Attempting to copy inputs of <function paste_masks_in_image at 0x7f3a> to CPU "
      "due to CUDA OOM", "cuda_oom", None, {"fatal": False}),  # detectron2's retry_if_cuda_oom, caught
     ("ERROR (nnet3-train[5.5]:AllocateNewRegion():cu-allocator.cc:519) Failed to allocate a memory region of 8088715264 "

@@ -424,6 +424,10 @@ KALDI_CUDA = lazy(r"\(\S{1,80}:(?:MallocInternal|MallocPitch\w{0,20}|Malloc\w{0,
 # free:15426M, used:17053M, total:32480M, free/total:0.474948 CUDA error: 'out of memory'" (M: MiB, the device's)
 KALDI_REGION = lazy(r"Failed to allocate a memory region of (?P<requested>\d{1,20}) bytes\."
                     r"(?:[^\n]{0,600}?Memory info: free:(?P<free>\d{1,12}M), used:\d{1,12}M, total:(?P<total>\d{1,12}M))?")
+# A native engine's own device allocation, sized and refused in one line: "ds4: CUDA q8 fp16 cache alloc failed (64.00
+# MiB): out of memory"
+DEVICE_ALLOC_FAILED = lazy(r"\b(?:CUDA|GPU|[Dd]evice)\b[^\n]{0,80}?\balloc(?:ation)? failed \((?P<requested>" + SIZE
+                           + r")\): out of memory")
 # detectron2's retry_if_cuda_oom catching an OOM and running the call again on the CPU: "[07/09 16:09:19
 # d2.utils.memory]: Attempting to copy inputs of <function paste_masks_in_image at 0x7f...> to CPU due to CUDA OOM"
 D2_RETRY_ON_CPU = lazy(r"Attempting to copy inputs(?: of [^\n]{1,300}?)? to CPU due to CUDA OOM")

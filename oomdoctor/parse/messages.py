@@ -374,6 +374,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
                   P.MXNET_CUDA, "cuda_error", recognise_only=True, own_allocator=True),
     MessageFormat("KALDI_CUDA", ("Memory allocation failure",), P.KALDI_CUDA, "cuda_error", recognise_only=True,
                   same_failure=True, own_allocator=True),
+    MessageFormat("DEVICE_ALLOC_FAILED", ("failed (",), P.DEVICE_ALLOC_FAILED, "cuda_error", lambda m: {
+        "requested_bytes": parse_size(m["requested"])}, same_failure=True, own_allocator=True),
     MessageFormat("D2_RETRY_ON_CPU", ("to CPU due to CUDA OOM",), P.D2_RETRY_ON_CPU, "cuda_oom", recognise_only=True,
                   single_line=True, caught=True),
     MessageFormat("KALDI_REGION", ("Failed to allocate a memory region",), P.KALDI_REGION, "cuda_error", lambda m: {
