@@ -960,6 +960,11 @@ def test_llama_cpps_context_creation_failing_after_the_message_is_set_up():
     assert (event.phase, event.gpu_index) == ("init", 0)
     (event,) = events(log.replace("llama_new_context_with_model: failed to allocate compute buffers\n", ""))
     assert event.phase == "unknown"
+    # the context's KV cache, sized when the model is set up
+    (event,) = events("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 256.00 MiB on device 1: cudaMalloc failed: "
+                      "out of memory\nalloc_tensor_range: failed to allocate CUDA1 buffer of size 268435456\n"
+                      "llama_kv_cache_init: failed to allocate buffer for kv cache\n")
+    assert (event.phase, event.gpu_index) == ("init", 1)
 
 
 def test_a_statement_building_an_object_as_the_last_frame_is_set_up():

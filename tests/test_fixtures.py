@@ -20,7 +20,6 @@ KNOWN_GAPS = {
     "('./ds4 -m ... -p ...') and its start-up lines before the refused cache allocation are not read as generation",
     "p1894-petals-docker-rpc-inference-caught-recover.log": "phase: a Petals server's rpc_inference step (attention-cache alloc, then backend inference_step with use_cache=True) is read as eval, not generate",
     "p1892-flexflowserve-init-ipc-handle-realm.log": "phase: a Realm CUDA-module failure right after a FlexFlow serve.init(...) call, with nothing loaded, is not read as set-up",
-    "p1893-gpt4all-cuda-kv-cache-device1-handled.log": "phase: ggml's failed buffer followed by 'llama_kv_cache_init: failed to allocate buffer for kv cache' (model load, no other context) is not read as set-up",
     "p1891-flexgen-wsl2-opt67b-pinned-copy-thread.log": "phase: FlexGen's stage line 'warmup - init weights' (after its 'model size: ...' banner) is not read as set-up",
     "p1807-kaldi-nnet3-train-region-8gb-shared-gpu.log": "phase: the program Kaldi's ERROR header names "
     "('nnet3-train[5.5]') is not read as training",

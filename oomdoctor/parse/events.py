@@ -891,6 +891,7 @@ DECODE_FAILED = lazy(r"^\s{0,8}(?:llama_decode: failed to decode|llama_eval: fai
 # compute buffers", "llama_init_from_gpt_params: error: failed to create context with model ...", "llama_model_load:
 # error loading model: ...", "llm_load_tensors: failed to allocate ..." (and their 2025 names): set-up
 LLAMA_INIT_FAILED = lazy(r"^\s{0,8}(?:" + ctx.LLAMA_SETUP_FUNCS + r"|llama_init_from_gpt_params|common_init_from_params"
+                         r"|llama_kv_cache_init"  # the context's KV cache, sized when the model is set up
                          r"|llama_model_load|llama_load_model_from_file): (?:error:? )?(?:failed|error loading model)\b")
 # ... or a web server's access line for the request that failed with a server error, after its handler logged the
 # message (Uvicorn's 'INFO:     127.0.0.1:41070 - "POST /clone_voice HTTP/1.1" 500 Internal Server Error', Werkzeug's
