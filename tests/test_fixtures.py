@@ -16,7 +16,6 @@ KNOWN_GAPS = {
     "p1937-t5x-gpu-preallocate-bfc-27gib-glued-requested.log": "phase: XLA's peak-buffer listing whose operators all run under 'pjit(train_step)' before the BFC warning is not read as training",
     "p1936-t5meshtf-3b-scratch-one-gpu-root-errors-cut.log": "phase: a t5_mesh_transformer command line (default train mode, a fresh model_dir, a 3B gin) before TensorFlow's root error is not read as training",
     "p1950-ribbonfold-1625-residues-12gb-run-sample.log": "held-out, scored only: phase: RibbonFold's 'load model checkpoint success' banner before 'run sample 0...' and 'num_recycle: 0' is read as set-up (init), though the failure comes after the sample run began (unknown expected)",
-    "p1954-alphafold3-4090-remat-bfc-quoted-cut.log": "events: under a '> ' quote prefix, XLA's BFC 'ran out of memory trying to allocate 47.20GiB (rounded to 50677266944)' and PJRT's 'RESOURCE_EXHAUSTED ... 50677266816 bytes' two lines on are read as two events (one allocation, 1 expected)",
     "p1955-openfold3-low-mem-runner-oom-prediction-summary.log": "held-out, scored only: detect: a runner's caught 'ERROR:<logger>:OOM for query_id(s) ... See logs/predict_err_rank0.log' line (no figures) before a Lightning predict bar is not detected",
     "p1923-practicaldl-ch2-vgg16-per-frame-bfc-quoted.log": "phase: the traceback under the BFC OOM warning ends in the VGG16 constructor (process_image -> VGG16(weights='imagenet', ...)) building the model, which is not read as set-up (init expected)",
     "p1924-dlherotutorials-llama-4gb-generate-cell.log": "detect: the notebook's 'OutOfMemoryError   Traceback (most recent call last)' header printed after the full message (pasted first) is read as a second event (1 expected)",
@@ -229,8 +228,6 @@ KNOWN_GAPS = {
     "p120-slowfast-test-6gb.log": "held-out, scored only: a test-only run (TRAIN.ENABLE False) is not read as eval",
     "p125-omegafold-model2-379res-skip.log": "phase: a structure predictor's 'Failed to generate ... due to' prefix is not "
                                              "read as eval (inference)",
-    "p126-weathernext-graphcast-train-remat.log": "line: XLA's allocator line and the 'replica 0 failed' line after it are "
-                                                  "one failure; the event is put on the later one with its figure",
     "p127-audioldm-60s-generation.log": "phase: the sidecar says generate from the thread; the log is the message alone",
     "p125-diffdock-failed-on-complex-10gb.log": "held-out, scored only: a docking run's 'Failed on [...]' prefix is not "
                                                 "read as eval (inference)",

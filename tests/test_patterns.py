@@ -573,6 +573,19 @@ def test_tensorflows_allocator_line_and_kernel_line_are_one_failure_with_its_sha
     assert (event.line, event.requested_bytes, event.detail["shape"]) == (1, 320 * MIB, [20, 65536, 64])
 
 
+def test_xlas_allocator_and_its_runtime_report_one_failure_with_the_rounded_and_the_exact_size():
+    log = ("2024-12-14 19:57:44.462633: W external/xla/xla/tsl/framework/bfc_allocator.cc:497] Allocator (GPU_0_bfc) ran "
+           "out of memory trying to allocate 47.20GiB (rounded to 50677266944)requested by op \n"
+           "2024-12-14 19:57:44.464119: W external/xla/xla/tsl/framework/bfc_allocator.cc:508] ************____________\n"
+           "E1214 19:57:44.464390   17928 pjrt_stream_executor_client.cc:3084] Execution of replica 0 failed: "
+           "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 50677266816 bytes.\n")
+    (e,) = parse_text(log).events
+    assert (e.kind, e.gpu_index, e.requested_bytes) == ("xla_oom", 0, 50677266944)
+    # a different size is another failure
+    (_, b) = parse_text(log.replace("50677266816 bytes", "50677266000 bytes")).events
+    assert b.requested_bytes == 50677266000
+
+
 def test_tensorflows_exception_after_the_traceback_restates_the_failure_it_does_not_add_one():
     kernel = ("W tensorflow/core/framework/op_kernel.cc:993] Resource exhausted: OOM when allocating tensor with "
               "shape[25088,4096]\n")

@@ -558,9 +558,15 @@ def _placed(event: OOMEvent, f: dict) -> OOMEvent:
     return event.model_copy(update=added)
 
 
+# XLA's BFC allocator rounds a request up to its 256-byte minimum ("47.20GiB (rounded to 50677266944)"); the runtime's
+# line for the same failure names the exact bytes ("trying to allocate 50677266816 bytes")
+XLA_BFC_ROUNDING_BYTES = 256
+
+
 def _dedupe_key(run: int, rank: int | None, f: dict, hit: _Hit) -> str:
     """Two messages with this key near each other are one failure printed twice."""
-    figures = tuple((k, v) for k, v in sorted(f.items()) if k.endswith("_bytes") and v is not None)
+    figures = tuple((k, -(-v // XLA_BFC_ROUNDING_BYTES) if hit.kind == "xla_oom" and k == "requested_bytes" else v)
+                    for k, v in sorted(f.items()) if k.endswith("_bytes") and v is not None)
     what = ("same-failure" if hit.c.fmt.same_failure
             else f"{hit.kind}|{figures}" if figures else _key(hit.kind, hit.text, hit.c.match))
     return f"{run}|{rank}|{f.get('gpu_index')}|{what}"
