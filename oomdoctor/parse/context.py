@@ -1475,11 +1475,6 @@ def first_launch(lines: Sequence[Line]) -> tuple[int, Witness | None] | None:
     return None
 
 
-# A logger's line saying the program caught the error and goes on: hivemind's "Caught CUDA out of memory. Tried to
-# allocate ... , attempting to recover", Dorado's "Caught Torch error 'CUDA out of memory. ...', clearing CUDA cache and
-# retrying."
-CAUGHT_AND_RETRIED = lazy(r"\bCaught\b[^\n]{1,1200}?(?:attempting to recover|and retrying|, retrying|skipping (?:this )?batch)")
-
 
 # The command a shell's kill notice names after the kill word: "[1]    1819 killed    python3 dddqn_train.py ...",
 # "line 13: 114146 Killed  PYTHONPATH=... python3 $(dirname "$0")/test.py $CONFIG ..."

@@ -769,8 +769,7 @@ class _EventReader:
                 if cm:
                     f["requested_bytes"] = int(cm["requested"])
                     break
-        if hit.c.fmt.caught or (hit.c.fmt.name == "TENSORRT_OOM" and _tactic_skipped(lines, hit.idx, hit.end)) \
-                or ("Caught" in hit.text and ctx.CAUGHT_AND_RETRIED.search(hit.text)):
+        if _went_on(lines, hit):
             detail["fatal"] = False
         if frames and (later := ctx.progress_after(self.markers, hit.end, rank, step.value if step else None)):
             detail["progress_after"] = True  # raised, yet a training counter went on: another run writes here
@@ -973,6 +972,19 @@ def _block_rank(lines: Sequence[Line], idx: int, end: int) -> int | None:
         if m:
             return int(m["rank"])
     return None
+
+
+# A logger's line saying the program caught the error and goes on: hivemind's "Caught CUDA out of memory. Tried to
+# allocate ... , attempting to recover", Dorado's "Caught Torch error 'CUDA out of memory. ...', clearing CUDA cache and
+# retrying."
+CAUGHT_AND_RETRIED = lazy(r"\bCaught\b[^\n]{1,1200}?(?:attempting to recover|and retrying|, retrying|skipping (?:this )?batch)")
+
+
+def _went_on(lines: Sequence[Line], hit: _Hit) -> bool:
+    """The program caught the failure and went on: a format that is always caught (detectron2's retry on the CPU),
+    TensorRT skipping a tactic, or a logger's line saying it caught the error and retries (CAUGHT_AND_RETRIED)."""
+    return hit.c.fmt.caught or (hit.c.fmt.name == "TENSORRT_OOM" and _tactic_skipped(lines, hit.idx, hit.end)) \
+        or ("Caught" in hit.text and CAUGHT_AND_RETRIED.search(hit.text) is not None)
 
 
 TF_NODE_LINES = 2  # TensorFlow prints the failing node on the line right after its message

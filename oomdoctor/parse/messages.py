@@ -379,8 +379,8 @@ MESSAGE_FORMATS: tuple[MessageFormat, ...] = (
     MessageFormat("D2_RETRY_ON_CPU", ("to CPU due to CUDA OOM",), P.D2_RETRY_ON_CPU, "cuda_oom", recognise_only=True,
                   single_line=True, caught=True),
     MessageFormat("KALDI_REGION", ("Failed to allocate a memory region",), P.KALDI_REGION, "cuda_error", lambda m: {
-        "requested_bytes": int(m["requested"]), "free_bytes": parse_size(m["free"]) if m["free"] else None,
-        "total_bytes": parse_size(m["total"]) if m["total"] else None}, same_failure=True, own_allocator=True),
+        "requested_bytes": int(m["requested"]), "free_bytes": _size(m, "free"), "total_bytes": _size(m, "total")},
+        same_failure=True, own_allocator=True),
     MessageFormat("ORT_ARENA", ("allocate memory for requested",), P.ORT_ARENA,
                   lambda m, text: "host_oom" if P.ORT_CPU.search(text) else "cuda_error", _requested_only, own_allocator=True),
     MessageFormat("TENSORRT_OOM", ("Cuda Runtime (out of memory)", ": OutOfMemory ("), P.TENSORRT_OOM, "cuda_error",
