@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import regex
 
-from oomdoctor.parse.formats import KILLED_TRANSLATED
+from oomdoctor.parse.formats import KILLED_TRANSLATED_ALTERNATIVES
 from oomdoctor.parse.lazyregex import Literals, lazy
 from oomdoctor.parse.model import Evidence, MemorySample, Value
 from oomdoctor.parse.normalize import JOURNAL_HEADER, Line, cut_row, next_row, strip_prefixes
@@ -1478,7 +1478,7 @@ def first_launch(lines: Sequence[Line]) -> tuple[int, Witness | None] | None:
 
 # The command a shell's kill notice names after the kill word: "[1]    1819 killed    python3 dddqn_train.py ...",
 # "line 13: 114146 Killed  PYTHONPATH=... python3 $(dirname "$0")/test.py $CONFIG ..."
-KILLED_SCRIPT = lazy(r"(?:(?i:killed)|" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s[^\n]{0,400}?"
+KILLED_SCRIPT = lazy(r"(?:(?i:killed)|" + KILLED_TRANSLATED_ALTERNATIVES + r")\s[^\n]{0,400}?"
                      r"(?P<script>[\w./\\-]{1,200}\.py)\b")
 
 

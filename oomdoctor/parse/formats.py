@@ -13,6 +13,7 @@ from oomdoctor.parse.lazyregex import lazy
 # "Killed" as glibc's catalogs translate it (the shell's job notice in another locale): German, Simplified
 # Chinese, Japanese, Russian, French, Spanish.
 KILLED_TRANSLATED = ("Getötet", "已杀死", "強制終了", "Убито", "Processus arrêté", "Terminado (killed)")
+KILLED_TRANSLATED_ALTERNATIVES = "|".join(map(regex.escape, KILLED_TRANSLATED))  # the same words, as a pattern's
 
 # Literals one of which every line a message can start on holds: the event scan tries only such lines, and the
 # reader keeps (and gives a wide window to) every line holding one, so the two always agree.
@@ -505,8 +506,8 @@ HOST_KILL = lazy(
     # the shell's notice in a translated locale (glibc's strsignal(SIGKILL)), ending its line as "Killed" does:
     # "run.sh: 行 30: 23195 已杀死", a bar followed by "Getötet"; or, as "N Killed  command", its pid then the command
     # it ran ("./tools/dist_test.sh: 第 13 行： 114146 已杀死 PYTHONPATH=... python3 test.py ...")
-    r"|(?:" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s*$"
-    r"|(?<!\d)\d{1,10} (?:" + "|".join(map(regex.escape, KILLED_TRANSLATED)) + r")\s"
+    r"|(?:" + KILLED_TRANSLATED_ALTERNATIVES + r")\s*$"
+    r"|(?<!\d)\d{1,10} (?:" + KILLED_TRANSLATED_ALTERNATIVES + r")\s"
 )
 # Not kills: "Killed 3 stale workers", "SIGKILL" in a shutdown notice of a healthy run.
 HOST_KILL_NOT = lazy(r"Killed \d{1,20} |Sending process \d{1,20} closing signal SIGKILL|will send SIGKILL|sending SIGKILL")
